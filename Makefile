@@ -1,0 +1,43 @@
+# Two commands do all set-up: `make lab` and `make test`. Both create .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8888
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout=900
+
+.PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# JupyterLab on localhost only, with its token (printed in the log and opened for you).
+lab: install
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
+
+test: install lint unit nbval freshness
+
+lint: install
+	$(BIN)/ruff check helpers tests tools bench notebooks conftest.py
+
+unit: install
+	$(BIN)/python -m pytest tests -q
+
+nbval: install
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) notebooks -q
+
+freshness: install
+	$(BIN)/python tools/check_notebooks.py notebooks
+
+# Re-execute every notebook in place (deterministic, CPU), so stored outputs are fresh.
+notebooks: install
+	$(BIN)/python tools/execute_notebooks.py notebooks/*.ipynb
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

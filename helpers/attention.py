@@ -1,0 +1,175 @@
+"""Scaled dot-product attention, its masks, and multi-head attention.
+
+Masks are bool and **True = may attend** (the convention of
+`F.scaled_dot_product_attention`). Beware: `nn.MultiheadAttention`'s `key_padding_mask`
+and bool `attn_mask` use the opposite convention (True = blocked).
+
+Shapes: B batch, H heads, T_q / T_k query / key lengths, C = d_model, hs = C // H.
+    scaled_dot_product_attention(q, k, v)  (..., T_q, d), (..., T_k, d), (..., T_k, d_v)
+                                           -> out (..., T_q, d_v), weights (..., T_q, T_k)
+    causal_mask(T)                         -> (T, T)
+    padding_mask(ids (B, T), pad_id)       -> (B, 1, 1, T)
+    MultiHeadAttention(C, H)(q, k, v)      (B, T_q, C), (B, T_k, C), (B, T_k, C) -> (B, T_q, C)
+
+Example:
+    >>> causal_mask(3)
+    tensor([[ True, False, False],
+            [ True,  True, False],
+            [ True,  True,  True]])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.validate import check_int, check_probability, check_tensor
+
+
+def _check_mask(mask, scores_shape: torch.Size) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores_shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (..., T_q, T_k); was it cut to the sequence length?"
+        )
+    return mask
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0):
+    """softmax(q kᵀ / √d + mask) v, step by step; returns ``(out, weights)``.
+
+    A query row with no allowed key gets zero weights and a zero output, never NaN.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, floating=True)
+        if t.dim() < 2 or t.shape[-2] < 1:
+            raise ValueError(f"{name} must have shape (..., T, d) with T >= 1, got {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share their last dimension d, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
+    check_probability("dropout_p", dropout_p)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
+    if mask is not None:
+        mask = _check_mask(mask, scores.shape)
+        # -inf (not -1e9) gives exactly zero weight and cannot overflow in float16.
+        scores = scores.masked_fill(~mask, float("-inf"))
+        any_allowed = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+        # Rows with nothing allowed would be softmax(-inf, ..., -inf) = NaN: compute on 0s, then zero them.
+        scores = torch.where(any_allowed, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~any_allowed, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ v, weights  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+
+
+def causal_mask(T: int, device=None) -> torch.Tensor:
+    """(T, T) bool, True on and below the diagonal: position t sees positions 0..t."""
+    check_int("T", T, minimum=1)
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """(B, 1, 1, T) bool, True for real tokens: broadcasts over heads and queries."""
+    check_tensor("ids", ids, ndim=2, floating=False)
+    check_int("pad_id", pad_id, minimum=0)
+    return (ids != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate q/k/v/out projections.
+
+    ``forward`` uses PyTorch's fused kernel unless the weights are asked for; both
+    paths compute the same function (the tests assert it).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        check_int("d_model", d_model, minimum=1)
+        check_int("n_heads", n_heads, minimum=1)
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout = check_probability("dropout", dropout)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, hs)
+
+    def forward(self, query, key, value, mask=None, return_weights: bool = False, is_causal: bool = False):
+        """Attend from ``query`` (B, T_q, C) to ``key``/``value`` (B, T_k, C).
+
+        mask: bool, broadcastable to (B, H, T_q, T_k), True = may attend.
+        is_causal: add the causal mask (query t sees keys 0..t).
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, floating=True)
+            if t.shape[-1] != self.d_model or t.shape[1] < 1:
+                raise ValueError(f"{name} must have shape (B, T>=1, d_model={self.d_model}), got {tuple(t.shape)}")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"query, key and value must share the batch size and key/value their length, got "
+                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+            )
+        B, T_q, C = query.shape
+        T_k = key.shape[1]
+        if is_causal:
+            if T_q != T_k:
+                raise ValueError(f"is_causal needs T_q == T_k, got {T_q} and {T_k}")
+            causal = causal_mask(T_q, device=query.device)
+            mask = causal if mask is None else mask & causal
+        if mask is not None:
+            mask = _check_mask(mask, torch.Size((B, self.n_heads, T_q, T_k)))
+        q = self._split(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, hs)
+        k = self._split(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, hs)
+        v = self._split(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, hs)
+        p = self.dropout if self.training else 0.0
+        if return_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
+        else:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+        out = out.transpose(1, 2).reshape(B, T_q, C)  # (B, H, T_q, hs) -> (B, T_q, C)
+        out = self.out_proj(out)
+        return (out, weights) if return_weights else out
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy a ``batch_first`` `nn.MultiheadAttention` so both compute the same outputs."""
+        if not isinstance(m, nn.MultiheadAttention):
+            raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
+        if not m.batch_first:
+            raise ValueError("m must be built with batch_first=True (our layout is (B, T, C))")
+        if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+            raise ValueError("only plain nn.MultiheadAttention (same q/k/v width, no bias_k, no add_zero_attn)")
+        bias = m.in_proj_bias is not None
+        ours = cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=bias).to(m.in_proj_weight.device)
+        with torch.no_grad():
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                # in_proj_weight stacks W_q, W_k, W_v along dim 0: (3C, C) -> three (C, C)
+                proj.weight.copy_(m.in_proj_weight[i * m.embed_dim : (i + 1) * m.embed_dim])
+                if bias:
+                    proj.bias.copy_(m.in_proj_bias[i * m.embed_dim : (i + 1) * m.embed_dim])
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if bias:
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours.to(m.in_proj_weight.dtype)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, dropout={self.dropout}"

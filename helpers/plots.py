@@ -1,0 +1,92 @@
+"""Plotting helpers. Each returns a `matplotlib.figure.Figure` and never calls `plt.show()`.
+
+Figures are built with `Figure()` (not pyplot) so widgets and tests can redraw them
+without a display and without pyplot's global state; a notebook shows one by leaving
+it as the cell's last expression or with `display(fig)`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib.pyplot  # noqa: F401  (in Jupyter this registers the inline PNG display of Figures)
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+
+def _as_2d_array(data, name: str) -> np.ndarray:
+    if isinstance(data, torch.Tensor):
+        data = data.detach().to("cpu", torch.float64).numpy()
+    arr = np.asarray(data, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(arr.shape)}")
+    return arr
+
+
+def heatmap(
+    data,
+    *,
+    ax=None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    xticklabels: Sequence[str] | None = None,
+    yticklabels: Sequence[str] | None = None,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool = False,
+    fmt: str = "{:.2f}",
+    colorbar: bool = True,
+    figsize: tuple[float, float] = (5.0, 4.0),
+) -> Figure:
+    """Draw a 2-D array (tensor, ndarray or nested lists) as a heatmap.
+
+    Args:
+        data: shape (rows, cols).
+        ax: draw into this Axes instead of a new Figure (its figure is returned).
+        xticklabels / yticklabels: one label per column / row (e.g. tokens).
+        annotate: write each value in its cell using ``fmt``.
+    """
+    arr = _as_2d_array(data, "data")
+    for labels, n, name in ((xticklabels, arr.shape[1], "xticklabels"), (yticklabels, arr.shape[0], "yticklabels")):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name} has {len(labels)} labels for {n} {'columns' if name[0] == 'x' else 'rows'}")
+    if ax is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    im = ax.imshow(arr, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    if xticklabels is not None:
+        ax.set_xticks(range(arr.shape[1]), labels=list(xticklabels), rotation=90 if len(xticklabels) > 8 else 0)
+    if yticklabels is not None:
+        ax.set_yticks(range(arr.shape[0]), labels=list(yticklabels))
+    if annotate:
+        mid = (np.nanmin(arr) + np.nanmax(arr)) / 2
+        for (r, c), v in np.ndenumerate(arr):
+            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color="white" if v < mid else "black")
+    if title:
+        ax.set_title(title)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if colorbar:
+        fig.colorbar(im, ax=ax)
+    return fig
+
+
+def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
+    """Render a Figure to PNG bytes (for `ipywidgets.Image` and for saved figures).
+
+    The PNG carries no timestamp or version metadata, so the same drawing gives the
+    same bytes on every run.
+    """
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()

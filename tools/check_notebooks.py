@@ -1,0 +1,68 @@
+"""Check that every notebook's stored outputs are complete and fresh.
+
+Strict nbval compares only cells that have stored outputs, so a notebook whose outputs
+were cleared (or never produced) would pass it. This check closes that gap: every code
+cell was executed, in order 1..N, in one run, from the code as it is now, with no error
+stored (unless the cell is tagged ``raises-exception``) and no stderr in a cell whose
+output nbval compares.
+
+    python tools/check_notebooks.py notebooks
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nbmeta import META_KEY, code_fingerprint  # noqa: E402
+
+FIX = "run `make notebooks` (or tools/execute_notebooks.py on it)"
+
+
+def problems(path: Path) -> list[str]:
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if not code:
+        found.append("has no code cells")
+    counts = [c.execution_count for c in code]
+    if counts != list(range(1, len(code) + 1)):
+        found.append(f"execution counts are {counts}, expected 1..{len(code)} in order")
+    for i, cell in enumerate(code):
+        if not cell.source.strip():
+            found.append(f"code cell {i} is empty")
+        tags = set(cell.metadata.get("tags", []))
+        ignored = "NBVAL_IGNORE_OUTPUT" in cell.source or "nbval-ignore-output" in tags
+        for out in cell.outputs:
+            if out.output_type == "error" and "raises-exception" not in tags:
+                found.append(f"code cell {i} stores an error: {out.ename}")
+            if out.output_type == "stream" and out.name == "stderr" and not ignored:
+                found.append(f"code cell {i} stores stderr output: {out.text[:80]!r}")
+    stored = nb.metadata.get(META_KEY, {}).get("code_sha256")
+    if stored != code_fingerprint(nb):
+        found.append("code changed since the outputs were stored (fingerprint differs)")
+    if nb.metadata.get("kernelspec", {}).get("name") != "python3":
+        found.append("kernelspec is not python3")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[1]) if len(argv) > 1 else Path("notebooks")
+    paths = sorted(folder.glob("*.ipynb"))
+    if not paths:
+        print(f"no notebooks under {folder}", file=sys.stderr)
+        return 1
+    bad = 0
+    for path in paths:
+        for p in problems(path):
+            print(f"{path}: {p}; {FIX}", file=sys.stderr)
+            bad += 1
+    print(f"checked {len(paths)} notebooks: {'all fresh' if not bad else f'{bad} problem(s)'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

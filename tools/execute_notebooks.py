@@ -1,0 +1,86 @@
+"""Re-execute notebooks in place so their stored outputs are fresh and diffs stay clean.
+
+    python tools/execute_notebooks.py notebooks/03_positional_encoding.ipynb [...]
+
+Runs each notebook top to bottom in a fresh `python3` kernel on the CPU with the same
+environment the test suite uses, then removes what changes from run to run (timings,
+widget state, random widget ids, the exact Python version) and records a fingerprint
+of the code so `tools/check_notebooks.py` can tell when outputs are stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nbmeta import META_KEY, code_fingerprint  # noqa: E402
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def _deterministic_widget_ids(nb, name: str) -> None:
+    mapping: dict[str, str] = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_MIME)
+            if view and "model_id" in view:
+                old = view["model_id"]
+                if old not in mapping:
+                    mapping[old] = uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{len(mapping)}").hex
+                view["model_id"] = mapping[old]
+
+
+def execute(path: Path, timeout: int) -> float:
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        cell.metadata.pop("execution", None)
+        cell["id"] = cell.get("id") or f"cell-{i:03d}"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        allow_errors=False,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - start
+    _deterministic_widget_ids(nb, path.name)
+    nb.metadata = {
+        "kernelspec": KERNELSPEC,
+        "language_info": {"name": "python"},
+        META_KEY: {"code_sha256": code_fingerprint(nb)},
+    }
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    args = parser.parse_args()
+    os.environ.update({"PYTHONHASHSEED": "0", "TQDM_DISABLE": "1", "HELPERS_DEVICE": "cpu"})
+    for path in args.notebooks:
+        if not path.is_file():
+            print(f"no such notebook: {path}", file=sys.stderr)
+            return 2
+        print(f"{path}: executed in {execute(path, args.timeout):.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Author notebooks as plain text: convert between `.ipynb` and the "percent" format.
+
+    python tools/nbpercent.py to-py notebooks/03_positional_encoding.ipynb /tmp/03.py
+    python tools/nbpercent.py to-nb /tmp/03.py notebooks/03_positional_encoding.ipynb
+
+Percent format: a line `# %%` starts a code cell, `# %% [markdown]` a markdown cell
+(each of its lines starts with `# `), and `# %% tags=["raises-exception"]` a tagged
+code cell. Outputs are not kept: re-execute with tools/execute_notebooks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+HEADER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?\s*$")
+
+
+def to_nb(text: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    kind, tags, lines = None, [], []
+
+    def flush() -> None:
+        if kind is None:
+            return
+        body = "\n".join(lines).strip("\n")
+        if kind == "markdown":
+            body = "\n".join(ln[2:] if ln.startswith("# ") else ln.lstrip("#") for ln in body.split("\n"))
+            cell = nbformat.v4.new_markdown_cell(body)
+        else:
+            cell = nbformat.v4.new_code_cell(body)
+            if tags:
+                cell.metadata["tags"] = tags
+        cell["id"] = f"cell-{len(nb.cells):03d}"
+        nb.cells.append(cell)
+
+    for line in text.split("\n"):
+        m = HEADER.match(line)
+        if m:
+            flush()
+            kind = "markdown" if m.group("md") else "code"
+            tags = json.loads(m.group("tags")) if m.group("tags") else []
+            lines = []
+        elif kind is not None:
+            lines.append(line)
+    flush()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def to_py(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            body = "\n".join(("# " + ln) if ln else "#" for ln in cell.source.split("\n"))
+            parts.append("# %% [markdown]\n" + body)
+        else:
+            tags = cell.metadata.get("tags", [])
+            head = "# %%" + (f" tags={json.dumps(tags)}" if tags else "")
+            parts.append(head + "\n" + cell.source)
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 4 or argv[1] not in ("to-py", "to-nb"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    src, dst = Path(argv[2]), Path(argv[3])
+    if argv[1] == "to-nb":
+        nbformat.write(to_nb(src.read_text(encoding="utf-8")), dst)
+    else:
+        dst.write_text(to_py(nbformat.read(src, as_version=4)), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
