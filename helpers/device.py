@@ -61,5 +61,5 @@ def set_seed(seed: int, threads: int | None = 1) -> None:
             raise ValueError(f"threads must be a positive int or None, got {threads!r}")
         torch.set_num_threads(threads)
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002  (seeding the legacy global generator is the point)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -1,0 +1,57 @@
+"""Token embeddings: `nn.Embedding` plus the two things it lacks for this course.
+
+1. The paper multiplies embeddings by √d_model (section 3.4), so that with small
+   initial weights they are not drowned by the positional encoding added next.
+2. Ids are checked: an id outside the vocabulary raises a ValueError naming the
+   vocabulary size, instead of an IndexError from deep inside torch.
+
+Shapes: B batch, T sequence length, C = d_model, V = vocab_size.
+    TokenEmbedding(V, C)(ids)  (B, T) int64 -> (B, T, C)
+
+Example:
+    >>> emb = TokenEmbedding(10, 4)
+    >>> emb(torch.tensor([[1, 2, 3]])).shape
+    torch.Size([1, 3, 4])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from helpers.validate import check_int, check_tensor
+
+
+def check_token_ids(ids, vocab_size: int, name: str = "ids") -> torch.Tensor:
+    """Raise a clear error unless ``ids`` is an integer tensor with values in [0, vocab_size)."""
+    check_tensor(name, ids, floating=False)
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}) of size {vocab_size}")
+    return ids
+
+
+class TokenEmbedding(nn.Module):
+    """A trainable lookup table, optionally scaled by √d_model, with checked ids."""
+
+    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, scale: bool = True):
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        if padding_idx is not None and not 0 <= check_int("padding_idx", padding_idx) < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+
+    @property
+    def weight(self) -> nn.Parameter:
+        return self.embedding.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_token_ids(ids, self.vocab_size)
+        return self.embedding(ids) * self.scale  # (B, T) -> (B, T, C)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:.4g}"
