@@ -186,5 +186,5 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path) -> BPETokenizer:
-        data = load_json(path, "bpe")
+        data = load_json(path, "bpe", ["pattern", "merges"])
         return cls(data["merges"], pattern=data["pattern"])

@@ -58,11 +58,14 @@ def save_json(path, kind: str, payload: dict) -> None:
     Path(path).write_text(json.dumps({"type": kind, "version": 1, **payload}, indent=1), encoding="utf-8")
 
 
-def load_json(path, kind: str) -> dict:
+def load_json(path, kind: str, keys: Sequence[str]) -> dict:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or data.get("type") != kind or data.get("version") != 1:
         got = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path} does not hold a version-1 {kind!r} tokenizer (type: {got!r})")
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise ValueError(f"{path} lacks the field(s) {', '.join(missing)} of a {kind!r} tokenizer")
     return data
 
 
@@ -109,7 +112,7 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path) -> CharTokenizer:
-        return cls(load_json(path, "char")["chars"])
+        return cls(load_json(path, "char", ["chars"])["chars"])
 
 
 class WordTokenizer:
@@ -192,7 +195,7 @@ class WordTokenizer:
 
     @classmethod
     def load(cls, path) -> WordTokenizer:
-        data = load_json(path, "word")
+        data = load_json(path, "word", ["vocab", "unk_token"])
         return cls(data["vocab"], unk_token=data["unk_token"])
 
 

@@ -282,3 +282,17 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_load_rejects_a_file_missing_fields(tmp_path):
+    path = tmp_path / "tok.json"
+    path.write_text(json.dumps({"type": "bpe", "version": 1, "merges": []}), encoding="utf-8")
+    with pytest.raises(ValueError, match="lacks the field"):
+        BPETokenizer.load(path)
+
+
+def test_word_id_to_token():
+    tok = WordTokenizer(["what", "is"])
+    assert tok.id_to_token(1) == "is" and tok.token_to_id("what") == 0
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tok.id_to_token(2)
