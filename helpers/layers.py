@@ -139,7 +139,7 @@ class EncoderLayer(nn.Module):
             _copy_linear(ours.ff.linear2, m.linear2)
             _copy_norm(ours.norm1, m.norm1)
             _copy_norm(ours.norm2, m.norm2)
-        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype)
+        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype).train(m.training)
 
 
 class DecoderLayer(nn.Module):
@@ -216,7 +216,7 @@ class DecoderLayer(nn.Module):
             _copy_linear(ours.ff.linear2, m.linear2)
             for name in ("norm1", "norm2", "norm3"):
                 _copy_norm(getattr(ours, name), getattr(m, name))
-        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype)
+        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype).train(m.training)
 
 
 def __getattr__(name: str):

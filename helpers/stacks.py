@@ -71,7 +71,7 @@ class Encoder(nn.Module):
             ours.norm = nn.LayerNorm(d_model, eps=m.norm.eps)
             with torch.no_grad():
                 _copy_norm(ours.norm, m.norm)
-        return ours.to(device=first.linear1.weight.device, dtype=first.linear1.weight.dtype)
+        return ours.to(device=first.linear1.weight.device, dtype=first.linear1.weight.dtype).train(m.training)
 
 
 class Decoder(nn.Module):
@@ -122,4 +122,4 @@ class Decoder(nn.Module):
             ours.norm = nn.LayerNorm(d_model, eps=m.norm.eps)
             with torch.no_grad():
                 _copy_norm(ours.norm, m.norm)
-        return ours.to(device=first.linear1.weight.device, dtype=first.linear1.weight.dtype)
+        return ours.to(device=first.linear1.weight.device, dtype=first.linear1.weight.dtype).train(m.training)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from helpers.layers import Decoder, Encoder
 from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
 
 
@@ -246,3 +247,27 @@ def test_transformer_count_matches_nn_transformer():
     parts = parameter_breakdown(ours)
     assert count_parameters(ours) - parts["embeddings"] - parts["output head"] == count_parameters(ref)
     assert parameter_breakdown(ref)["other"] == 0
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_equals_nn_transformer_with_same_weights(norm_first):
+    """Our encode/decode/forward = our embeddings + nn.Transformer.forward + our head."""
+    torch.manual_seed(5)
+    C, H, L, F = 16, 4, 2, 24
+    ref = nn.Transformer(C, H, L, L, F, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+    ours = Transformer(11, 13, d_model=C, n_heads=H, n_layers=L, d_ff=F, pad_id=0, norm_first=norm_first).eval()
+    ours.encoder = Encoder.from_torch(ref.encoder)
+    ours.decoder = Decoder.from_torch(ref.decoder)
+    src = torch.tensor([[3, 4, 5, 6, 0, 0], [7, 8, 9, 10, 4, 3]])
+    tgt = torch.tensor([[1, 5, 6, 0], [1, 7, 8, 9]])
+    T = tgt.shape[1]
+    theirs = ref(
+        ours.pos(ours.src_emb(src)), ours.pos(ours.tgt_emb(tgt)),
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool),  # True = blocked
+        src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src == 0,
+        tgt_is_causal=True,
+    )
+    err = (ours(src, tgt) - ours.head(theirs)).abs().max().item()
+    print(f"Transformer norm_first={norm_first} vs nn.Transformer: max abs error {err:.2e}")
+    assert err < 1e-5
