@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -102,6 +103,15 @@ class History:
         return len(self.step_loss)
 
 
+def progress_disabled(progress: bool) -> bool:
+    """True if no bar should be drawn: ``progress=False`` or ``$TQDM_DISABLE`` set (not "", "0", "false").
+
+    tqdm's notebook bar turns ``disable=None`` into False and so ignores ``TQDM_DISABLE``;
+    reading it here keeps test and CI runs free of bars in notebooks too.
+    """
+    return not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false")
+
+
 def cosine_lr(step: int, config: TrainConfig) -> float:
     """Learning rate for optimizer step ``step`` (0-based): linear warm-up, then cosine decay.
 
@@ -174,7 +184,7 @@ def train(model: nn.Module, get_batch: Callable, config: TrainConfig, *,
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     optimizer = optimizer if optimizer is not None else make_optimizer(model, config)
     hist, best_state, bad_evals = History(), None, 0
-    bar = tqdm(total=config.max_steps, **({} if config.progress else {"disable": True}))
+    bar = tqdm(total=config.max_steps, disable=progress_disabled(config.progress))
     model.train()
     for step in range(config.max_steps + 1):
         if step % config.eval_interval == 0 or step == config.max_steps:

@@ -13,6 +13,7 @@ from helpers.training import (
     cosine_lr,
     estimate_loss,
     make_optimizer,
+    progress_disabled,
     train,
     train_step,
 )
@@ -195,3 +196,33 @@ def test_bad_config_values_raise(kw, err, match):
 def test_train_wants_a_config():
     with pytest.raises(TypeError, match="TrainConfig"):
         train(Bigram(), make_get_batch(), {"max_steps": 3})
+
+
+def test_loss_curves_plots_the_history():
+    from matplotlib.figure import Figure
+
+    from helpers.plots import figure_to_png, loss_curves
+
+    hist = History(eval_steps=[0, 5], train_loss=[2.0, 1.0], val_loss=[2.1, 1.2], step_loss=[2.0, 1.8, 1.5, 1.2, 1.1])
+    fig = loss_curves(hist, baseline=1.5, baseline_label="bigram")
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    ys = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert ys["train (estimate)"] == [2.0, 1.0] and ys["val (estimate)"] == [2.1, 1.2]
+    assert ys["bigram"] == [1.5, 1.5] and ys["train (one batch)"] == hist.step_loss
+    assert figure_to_png(fig)[:4] == b"\x89PNG"
+    with pytest.raises(TypeError, match="history"):
+        loss_curves({"train_loss": [1.0]})
+    with pytest.raises(ValueError, match="equal length"):
+        loss_curves(History(eval_steps=[0], train_loss=[1.0, 2.0], val_loss=[1.0]))
+
+
+@pytest.mark.parametrize(("env", "progress", "disabled"), [
+    (None, True, False), ("1", True, True), ("0", True, False), ("", True, False), (None, False, True),
+])
+def test_progress_bar_honours_tqdm_disable(monkeypatch, env, progress, disabled):
+    if env is None:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    else:
+        monkeypatch.setenv("TQDM_DISABLE", env)
+    assert progress_disabled(progress) is disabled
