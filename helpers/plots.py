@@ -90,3 +90,46 @@ def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
+
+
+def loss_curves(
+    history,
+    *,
+    ax=None,
+    title: str | None = "Training and validation loss",
+    baseline: float | None = None,
+    baseline_label: str = "baseline",
+    show_steps: bool = True,
+    figsize: tuple[float, float] = (6.0, 3.5),
+) -> Figure:
+    """Plot train and val loss against the step from a `helpers.training.History`.
+
+    Args:
+        history: has ``eval_steps``, ``train_loss``, ``val_loss`` (equal lengths) and
+            optionally ``step_loss`` (one per step, drawn faintly with ``show_steps``).
+        baseline: draw a dashed horizontal line at this loss (e.g. a bigram model's).
+    """
+    try:
+        steps, tr, va = list(history.eval_steps), list(history.train_loss), list(history.val_loss)
+    except AttributeError as e:
+        raise TypeError(f"history must have eval_steps, train_loss and val_loss (a History), got {type(history).__name__}") from e
+    if not (len(steps) == len(tr) == len(va)) or not steps:
+        raise ValueError(f"eval_steps, train_loss, val_loss must be non-empty and of equal length, got {len(steps)}, {len(tr)}, {len(va)}")
+    if ax is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    step_loss = list(getattr(history, "step_loss", []) or [])
+    if show_steps and step_loss:
+        ax.plot(range(1, len(step_loss) + 1), step_loss, color="tab:blue", alpha=0.2, lw=0.8, label="train (one batch)")
+    ax.plot(steps, tr, "o-", color="tab:blue", ms=3, label="train (estimate)")
+    ax.plot(steps, va, "o-", color="tab:orange", ms=3, label="val (estimate)")
+    if baseline is not None:
+        ax.axhline(baseline, color="gray", ls="--", lw=1, label=baseline_label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy loss (nats)")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,183 @@
+"""A decoder-only language model (GPT-2 style): no encoder, no cross-attention, causal mask only.
+
+Token embedding + position embedding -> L pre-LN blocks (causal self-attention, GELU
+feed-forward) -> final LayerNorm -> linear head to V logits. A GPT block is exactly an
+`EncoderLayer(norm_first=True)` run with ``is_causal=True``, so the fused attention
+kernel is used unless weights are asked for.
+
+Initialisation (GPT-2): every Linear/Embedding weight ~ N(0, 0.02), biases 0, and the
+two projections that write into the residual stream (attention ``out_proj`` and the
+feed-forward ``linear2``) ~ N(0, 0.02 / √(2L)), so the stream's variance does not grow
+with depth. Tokens use plain `nn.Embedding` (no √C scale, as GPT-2); with
+``tie_weights`` the head shares the token embedding's (V, C) matrix.
+
+Shapes: B batch, T ≤ block_size, C = d_model, H heads, L layers, V vocab.
+    GPT(cfg)(idx)                     (B, T) int -> logits (B, T, V), loss or None
+    GPT(cfg).attention_weights(idx)   (B, T) -> (L, B, H, T, T)
+    GPT(cfg).generate(idx, n)         (B, T) -> (B, T + n)
+
+Example:
+    >>> model = GPT(GPTConfig(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1))
+    >>> model(torch.tensor([[1, 2, 3]]))[0].shape
+    torch.Size([1, 3, 10])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.embeddings import check_token_ids
+from helpers.layers import EncoderLayer
+from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from helpers.validate import check_int, check_probability, check_tensor
+
+IGNORE_INDEX = -100  # targets equal to this are left out of the loss (F.cross_entropy's default)
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int  # V: number of distinct token ids
+    block_size: int  # longest context the model sees (T ≤ block_size)
+    d_model: int = 128  # C: width of the residual stream
+    n_heads: int = 4  # H: must divide d_model
+    n_layers: int = 4  # L: number of blocks
+    d_ff: int | None = None  # hidden width of the feed-forward; None means 4·d_model
+    dropout: float = 0.0  # 0 for small data and for exact reproducibility
+    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (the paper)
+    tie_weights: bool = True  # head.weight is the token embedding matrix
+    bias: bool = True  # biases in Linear layers (GPT-2 has them)
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "d_model", "n_heads", "n_layers"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model
+        check_int("d_ff", self.d_ff, minimum=1)
+        check_probability("dropout", self.dropout)
+        if self.positional not in ("learned", "sinusoidal"):
+            raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"positional='sinusoidal' needs an even d_model, got {self.d_model}")
+        for name in ("tie_weights", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        if c.positional == "learned":
+            self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
+        else:
+            self.pos_emb = SinusoidalPositionalEncoding(c.d_model, max_len=c.block_size)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation="gelu", bias=c.bias)
+            for _ in range(c.n_layers)
+        )
+        self.ln_f = nn.LayerNorm(c.d_model)  # pre-LN blocks leave the residual stream un-normalised
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for block in self.blocks:  # GPT-2's scaled init of the residual projections
+            for w in (block.self_attn.out_proj.weight, block.ff.linear2.weight):
+                nn.init.normal_(w, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
+        if c.tie_weights:
+            self.head.weight = self.tok_emb.weight
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def _check_idx(self, idx) -> torch.Tensor:
+        check_tensor("idx", idx, ndim=2, floating=False)
+        T = idx.shape[1]
+        if not 1 <= T <= self.config.block_size:
+            raise ValueError(f"sequence length T={T} must be in [1, block_size={self.config.block_size}]")
+        return check_token_ids(idx, self.config.vocab_size, name="idx")
+
+    def _trunk(self, idx, return_weights: bool):
+        x = self.drop(self.pos_emb(self.tok_emb(idx)))  # (B, T) -> (B, T, C)
+        weights = []
+        for block in self.blocks:
+            if return_weights:
+                x, w = block(x, is_causal=True, return_weights=True)
+                weights.append(w)
+            else:
+                x = block(x, is_causal=True)  # the fused kernel applies the causal mask
+        return self.ln_f(x), weights
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """idx (B, T) -> ``(logits (B, T, V), loss)``; loss is the mean cross-entropy, or None.
+
+        ``targets`` (B, T) are the next tokens; entries equal to -100 are ignored.
+        """
+        self._check_idx(idx)
+        if targets is not None:
+            check_tensor("targets", targets, ndim=2, floating=False)
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
+            check_token_ids(targets[targets != IGNORE_INDEX], self.config.vocab_size, name="targets")
+        x, _ = self._trunk(idx, return_weights=False)
+        logits = self.head(x)  # (B, T, C) -> (B, T, V)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B*T, V)
+        return logits, loss
+
+    def attention_weights(self, idx: torch.Tensor) -> torch.Tensor:
+        """The causal self-attention weights of every block and head: (B, T) -> (L, B, H, T, T)."""
+        self._check_idx(idx)
+        _, weights = self._trunk(idx, return_weights=True)
+        return torch.stack(weights)  # L x (B, H, T, T) -> (L, B, H, T, T)
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Sample ``max_new_tokens`` tokens after ``idx`` (B, T) -> (B, T + max_new_tokens).
+
+        Each step sees only the last ``block_size`` tokens, divides the logits by
+        ``temperature`` and keeps the ``top_k`` largest (``top_k=1`` is greedy). Dropout is
+        off while generating; the same ``generator`` state gives the same tokens.
+        """
+        check_tensor("idx", idx, ndim=2, floating=False)
+        if idx.shape[1] < 1:
+            raise ValueError("idx must hold at least one token per row, got T=0")
+        check_token_ids(idx, self.config.vocab_size, name="idx")
+        check_int("max_new_tokens", max_new_tokens, minimum=0)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
+        if not (temperature > 0 and math.isfinite(temperature)):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        if top_k is not None and not 1 <= check_int("top_k", top_k) <= self.config.vocab_size:
+            raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}] or None, got {top_k}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        was_training = self.training
+        self.eval()
+        try:
+            for _ in range(max_new_tokens):
+                logits, _ = self(idx[:, -self.config.block_size :])  # crop: (B, T) -> (B, ≤block_size)
+                logits = logits[:, -1, :] / temperature  # (B, T, V) -> (B, V)
+                if top_k is not None:
+                    kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, V) -> (B, 1)
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=generator)  # (B, V) -> (B, 1)
+                idx = torch.cat([idx, nxt], dim=1)  # (B, T) -> (B, T + 1)
+        finally:
+            self.train(was_training)
+        return idx

@@ -1,0 +1,231 @@
+"""One Transformer layer: position-wise feed-forward, encoder layer, decoder layer.
+
+Each sub-layer is wrapped in a residual connection and a LayerNorm, placed either
+after the addition (post-LN, the paper and PyTorch's default, ``norm_first=False``)
+or before the sub-layer (pre-LN, GPT-2 style, ``norm_first=True``)::
+
+    post-LN:  x = norm(x + sublayer(x))
+    pre-LN:   x = x + sublayer(norm(x))
+
+The layers mirror `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer`
+(same dropout placement, same LayerNorm eps) and ``from_torch`` copies their weights.
+Masks are bool with **True = may attend**; PyTorch's bool masks mean the opposite.
+The stacks `Encoder` and `Decoder` live in `helpers.stacks` and are re-exported here.
+
+Shapes: B batch, T / S target / source length, C = d_model, H heads, L layers.
+    FeedForward(C, d_ff)(x)               (B, T, C) -> (B, T, C)
+    EncoderLayer(C, H, d_ff)(x)           (B, T, C) -> (B, T, C)   [weights (B, H, T, T)]
+    DecoderLayer(C, H, d_ff)(x, memory)   (B, T, C), (B, S, C) -> (B, T, C)
+                                          [self weights (B, H, T, T), cross (B, H, T, S)]
+
+Example:
+    >>> layer = EncoderLayer(d_model=8, n_heads=2, d_ff=16, dropout=0.0)
+    >>> layer(torch.zeros(2, 5, 8)).shape
+    torch.Size([2, 5, 8])
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.attention import MultiHeadAttention
+from helpers.validate import check_int, check_probability
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def _check_activation(activation) -> str:
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    return activation
+
+
+def _torch_activation(m) -> str:
+    act = m.activation  # F.relu / F.gelu when built from a string, or a module / callable
+    if act is F.relu or (isinstance(act, nn.ReLU)):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"only relu or (exact) gelu activations can be copied, got {act!r}")
+
+
+def _copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
+    dst.weight.copy_(src.weight)
+    if src.bias is not None:
+        dst.bias.copy_(src.bias)
+
+
+def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm) -> None:
+    dst.weight.copy_(src.weight)
+    dst.bias.copy_(src.bias)
+
+
+class FeedForward(nn.Module):
+    """linear2(dropout(act(linear1(x)))): the same two-layer MLP applied at every position."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True):
+        super().__init__()
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.d_ff = check_int("d_ff", d_ff, minimum=1)
+        self.activation = _check_activation(activation)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, C) -> (B, T, d_ff)
+        return self.linear2(self.dropout(h))  # (B, T, d_ff) -> (B, T, C)
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation}"
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each with a residual connection and a LayerNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ):
+        super().__init__()
+        check_probability("dropout", dropout)
+        self.norm_first = bool(norm_first)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output, before the residual add
+        self.dropout2 = nn.Dropout(dropout)
+
+    def _sa(self, x, mask, is_causal, return_weights):
+        out = self.self_attn(x, x, x, mask=mask, is_causal=is_causal, return_weights=return_weights)
+        out, w = out if return_weights else (out, None)
+        return self.dropout1(out), w
+
+    def forward(self, x, mask=None, is_causal: bool = False, return_weights: bool = False):
+        """x (B, T, C) -> (B, T, C); with ``return_weights`` also the attention weights (B, H, T, T)."""
+        if self.norm_first:
+            a, w = self._sa(self.norm1(x), mask, is_causal, return_weights)
+            x = x + a
+            x = x + self.dropout2(self.ff(self.norm2(x)))
+        else:
+            a, w = self._sa(x, mask, is_causal, return_weights)
+            x = self.norm1(x + a)
+            x = self.norm2(x + self.dropout2(self.ff(x)))
+        return (x, w) if return_weights else x
+
+    @classmethod
+    def from_torch(cls, m: nn.TransformerEncoderLayer) -> EncoderLayer:
+        """Copy a ``batch_first`` `nn.TransformerEncoderLayer` (relu or gelu, either norm placement)."""
+        if not isinstance(m, nn.TransformerEncoderLayer):
+            raise TypeError(f"m must be an nn.TransformerEncoderLayer, got {type(m).__name__}")
+        ours = cls(
+            m.self_attn.embed_dim, m.self_attn.num_heads, m.linear1.out_features, dropout=m.dropout.p,
+            norm_first=m.norm_first, activation=_torch_activation(m), layer_norm_eps=m.norm1.eps,
+            bias=m.linear1.bias is not None,
+        )
+        ours.self_attn = MultiHeadAttention.from_torch(m.self_attn)  # checks batch_first
+        with torch.no_grad():
+            _copy_linear(ours.ff.linear1, m.linear1)
+            _copy_linear(ours.ff.linear2, m.linear2)
+            _copy_norm(ours.norm1, m.norm1)
+            _copy_norm(ours.norm2, m.norm2)
+        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype).train(m.training)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to ``memory``, feed-forward; each residual + LayerNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ):
+        super().__init__()
+        check_probability("dropout", dropout)
+        self.norm_first = bool(norm_first)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def _attn(self, attn, drop, x, mem, mask, is_causal, rw):
+        out = attn(x, mem, mem, mask=mask, is_causal=is_causal, return_weights=rw)
+        out, w = out if rw else (out, None)
+        return drop(out), w
+
+    def forward(self, x, memory, self_mask=None, memory_mask=None, is_causal: bool = False,
+                return_weights: bool = False):
+        """x (B, T, C), memory (B, S, C) -> (B, T, C).
+
+        ``self_mask`` broadcasts to (B, H, T, T), ``memory_mask`` to (B, H, T, S); ``is_causal``
+        adds the causal mask to the self-attention. With ``return_weights`` returns
+        ``(x, self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
+        """
+        sa = (self.self_attn, self.dropout1)
+        ca = (self.cross_attn, self.dropout2)
+        if self.norm_first:
+            h = self.norm1(x)
+            a, w_self = self._attn(*sa, h, h, self_mask, is_causal, return_weights)
+            x = x + a
+            a, w_cross = self._attn(*ca, self.norm2(x), memory, memory_mask, False, return_weights)
+            x = x + a
+            x = x + self.dropout3(self.ff(self.norm3(x)))
+        else:
+            a, w_self = self._attn(*sa, x, x, self_mask, is_causal, return_weights)
+            x = self.norm1(x + a)
+            a, w_cross = self._attn(*ca, x, memory, memory_mask, False, return_weights)
+            x = self.norm2(x + a)
+            x = self.norm3(x + self.dropout3(self.ff(x)))
+        return (x, w_self, w_cross) if return_weights else x
+
+    @classmethod
+    def from_torch(cls, m: nn.TransformerDecoderLayer) -> DecoderLayer:
+        """Copy a ``batch_first`` `nn.TransformerDecoderLayer` (relu or gelu, either norm placement)."""
+        if not isinstance(m, nn.TransformerDecoderLayer):
+            raise TypeError(f"m must be an nn.TransformerDecoderLayer, got {type(m).__name__}")
+        ours = cls(
+            m.self_attn.embed_dim, m.self_attn.num_heads, m.linear1.out_features, dropout=m.dropout.p,
+            norm_first=m.norm_first, activation=_torch_activation(m), layer_norm_eps=m.norm1.eps,
+            bias=m.linear1.bias is not None,
+        )
+        ours.self_attn = MultiHeadAttention.from_torch(m.self_attn)
+        ours.cross_attn = MultiHeadAttention.from_torch(m.multihead_attn)
+        with torch.no_grad():
+            _copy_linear(ours.ff.linear1, m.linear1)
+            _copy_linear(ours.ff.linear2, m.linear2)
+            for name in ("norm1", "norm2", "norm3"):
+                _copy_norm(getattr(ours, name), getattr(m, name))
+        return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype).train(m.training)
+
+
+def __getattr__(name: str):
+    # Lazy re-export: helpers.stacks imports this module, so a top-level import would be circular.
+    if name in ("Encoder", "Decoder"):
+        from helpers import stacks
+
+        return getattr(stacks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"]  # noqa: F822 (lazy, above)

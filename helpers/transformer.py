@@ -1,0 +1,159 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+src ids -> TokenEmbedding (× √C) + sinusoidal PE -> Encoder -> memory
+tgt ids -> TokenEmbedding (× √C) + sinusoidal PE -> Decoder(memory) -> Linear -> logits
+The target side is causal by default; with ``pad_id`` set, pad tokens are masked as keys
+in every attention. Both stacks end with a LayerNorm, as in `nn.Transformer`. Matrices are
+initialised with Xavier-uniform (as `nn.Transformer` and the reference implementations).
+
+Shapes: B batch, S source length, T target length, C = d_model, H heads, L layers, V vocab.
+    encode(src)              (B, S) -> memory (B, S, C)
+    decode(tgt, memory)      (B, T), (B, S, C) -> (B, T, C)
+    forward(src, tgt)        (B, S), (B, T) -> logits (B, T, V_tgt)
+    greedy_decode(src, n)    (B, S) -> (B, ≤ n), starting with bos_id
+    weights (return_weights=True): encoder (L, B, H, S, S), decoder_self (L, B, H, T, T),
+                                   decoder_cross (L, B, H, T, S)
+
+Example:
+    >>> m = Transformer(11, 13, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
+    >>> m(torch.tensor([[1, 2, 3]]), torch.tensor([[0, 4]])).shape
+    torch.Size([1, 2, 13])
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from helpers.attention import padding_mask
+from helpers.embeddings import TokenEmbedding, check_token_ids
+from helpers.positional import SinusoidalPositionalEncoding
+from helpers.stacks import Decoder, Encoder
+from helpers.validate import check_int, check_tensor
+
+
+class AttentionWeights(NamedTuple):
+    encoder: torch.Tensor  # (L, B, H, S, S)
+    decoder_self: torch.Tensor  # (L, B, H, T, T)
+    decoder_cross: torch.Tensor  # (L, B, H, T, S): which source token each target position reads
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
+                 d_ff: int = 2048, dropout: float = 0.1, max_len: int = 512, norm_first: bool = False,
+                 pad_id: int | None = None, activation: str = "relu", share_embeddings: bool = False,
+                 tie_weights: bool = False):
+        super().__init__()
+        self.src_vocab = check_int("src_vocab", src_vocab, minimum=1)
+        self.tgt_vocab = check_int("tgt_vocab", tgt_vocab, minimum=1)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        if pad_id is not None and not 0 <= check_int("pad_id", pad_id) < min(src_vocab, tgt_vocab):
+            raise ValueError(f"pad_id must be in [0, {min(src_vocab, tgt_vocab)}), got {pad_id}")
+        if share_embeddings and src_vocab != tgt_vocab:
+            raise ValueError(f"share_embeddings needs src_vocab == tgt_vocab, got {src_vocab} and {tgt_vocab}")
+        self.pad_id = pad_id
+        args = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
+                    activation=activation, final_norm=True)
+        self.encoder = Encoder(n_layers, **args)  # validates d_model, n_heads, dropout
+        self.decoder = Decoder(n_layers, **args)
+        self.src_emb = TokenEmbedding(src_vocab, d_model)
+        self.tgt_emb = TokenEmbedding(tgt_vocab, d_model)
+        self.pos = SinusoidalPositionalEncoding(d_model, max_len=max_len, dropout=dropout)
+        self.head = nn.Linear(d_model, tgt_vocab)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if share_embeddings:  # the paper shares one matrix between both embeddings and the head
+            self.tgt_emb.embedding.weight = self.src_emb.embedding.weight
+        if tie_weights:
+            self.head.weight = self.tgt_emb.embedding.weight
+
+    def _check_ids(self, name: str, ids, vocab: int) -> torch.Tensor:
+        check_tensor(name, ids, ndim=2, floating=False)
+        if not 1 <= ids.shape[1] <= self.max_len:
+            raise ValueError(f"{name} length {ids.shape[1]} must be in [1, max_len={self.max_len}]")
+        return check_token_ids(ids, vocab, name=name)
+
+    def src_key_mask(self, src: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, 1, S) True at real source tokens, or None without a pad id."""
+        return None if self.pad_id is None else padding_mask(src, self.pad_id)
+
+    def encode(self, src, src_mask=None, return_weights: bool = False):
+        """src (B, S) -> memory (B, S, C). ``src_mask`` defaults to the source padding mask."""
+        self._check_ids("src", src, self.src_vocab)
+        if src_mask is None:
+            src_mask = self.src_key_mask(src)
+        x = self.pos(self.src_emb(src))  # (B, S) -> (B, S, C)
+        return self.encoder(x, mask=src_mask, return_weights=return_weights)
+
+    def decode(self, tgt, memory, memory_mask=None, tgt_mask=None, causal: bool = True,
+               return_weights: bool = False):
+        """tgt (B, T), memory (B, S, C) -> (B, T, C), before the head.
+
+        The self-attention mask is ``tgt_mask`` & target padding & (if ``causal``) the causal
+        mask; ``memory_mask`` (e.g. ``src_key_mask(src)``) hides source positions.
+        """
+        self._check_ids("tgt", tgt, self.tgt_vocab)
+        check_tensor("memory", memory, ndim=3, floating=True)
+        if memory.shape[0] != tgt.shape[0]:
+            raise ValueError(f"tgt and memory batch sizes differ: {tgt.shape[0]} and {memory.shape[0]}")
+        if self.pad_id is not None:
+            pad = padding_mask(tgt, self.pad_id)  # (B, 1, 1, T)
+            tgt_mask = pad if tgt_mask is None else tgt_mask & pad
+        y = self.pos(self.tgt_emb(tgt))  # (B, T) -> (B, T, C)
+        return self.decoder(y, memory, self_mask=tgt_mask, memory_mask=memory_mask, is_causal=causal,
+                            return_weights=return_weights)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, return_weights: bool = False):
+        """src (B, S), tgt (B, T) -> logits (B, T, V_tgt); with ``return_weights`` also `AttentionWeights`.
+
+        Defaults: ``src_mask`` and ``memory_mask`` are the source padding mask; the target side is causal.
+        """
+        check_tensor("src", src, ndim=2, floating=False)
+        check_tensor("tgt", tgt, ndim=2, floating=False)
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt batch sizes differ: {src.shape[0]} and {tgt.shape[0]}")
+        if memory_mask is None:
+            memory_mask = src_mask if src_mask is not None and src_mask.dim() == 4 and src_mask.shape[-2] == 1 \
+                else self.src_key_mask(src)
+        enc = self.encode(src, src_mask, return_weights=return_weights)
+        memory, w_enc = enc if return_weights else (enc, None)
+        dec = self.decode(tgt, memory, memory_mask=memory_mask, tgt_mask=tgt_mask, return_weights=return_weights)
+        if not return_weights:
+            return self.head(dec)  # (B, T, C) -> (B, T, V)
+        y, w_self, w_cross = dec
+        return self.head(y), AttentionWeights(w_enc, w_self, w_cross)
+
+    @torch.no_grad()
+    def greedy_decode(self, src, max_len: int, bos_id: int, eos_id: int) -> torch.Tensor:
+        """Most likely token at each step: src (B, S) -> (B, ≤ max_len) ids starting with ``bos_id``.
+
+        Stops early once every row has produced ``eos_id``; positions after a row's eos hold
+        ``pad_id`` (or ``eos_id`` without a pad id). Runs in eval mode (no dropout).
+        """
+        check_int("max_len", max_len, minimum=1)
+        if max_len > self.max_len:
+            raise ValueError(f"max_len={max_len} exceeds the model's max_len={self.max_len}")
+        for name, v in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if not 0 <= check_int(name, v) < self.tgt_vocab:
+                raise ValueError(f"{name} must be in [0, tgt_vocab={self.tgt_vocab}), got {v}")
+        fill = self.pad_id if self.pad_id is not None else eos_id
+        was_training = self.training
+        self.eval()
+        try:
+            memory = self.encode(src)  # (B, S) -> (B, S, C), computed once
+            memory_mask = self.src_key_mask(src)
+            ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
+            for _ in range(max_len - 1):
+                logits = self.head(self.decode(ys, memory, memory_mask=memory_mask)[:, -1])  # (B, T, C) -> (B, V)
+                nxt = torch.where(done, fill, logits.argmax(dim=-1))  # (B,)
+                ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, T) -> (B, T + 1)
+                done |= nxt == eos_id
+                if bool(done.all()):
+                    break
+        finally:
+            self.train(was_training)
+        return ys

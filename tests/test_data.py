@@ -1,0 +1,122 @@
+"""helpers.data: the embedded corpus, the split, and get_batch's shift, bounds and determinism."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.data import get_batch, load_corpus, train_val_split
+
+
+def test_load_corpus_is_pydoc_topics_in_sorted_order():
+    from pydoc_data.topics import topics
+
+    text = load_corpus()
+    keys = sorted(topics)
+    assert text == "\n".join(topics[k] for k in keys)
+    assert text.startswith(topics[keys[0]]) and text.endswith(topics[keys[-1]])
+    assert len(text) > 100_000 and load_corpus("pydoc") == text
+
+
+def test_load_corpus_unknown_name_lists_valid_ones():
+    with pytest.raises(ValueError, match="unknown corpus 'shakespeare'; valid names: pydoc"):
+        load_corpus("shakespeare")
+
+
+@pytest.mark.parametrize("data", [torch.arange(10), list(range(10)), "abcdefghij"])
+def test_train_val_split_is_contiguous(data):
+    train, val = train_val_split(data, 0.2)
+    assert len(train) == 8 and len(val) == 2
+    assert list(train) + list(val) == list(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 500), st.floats(0.01, 0.99))
+def test_train_val_split_sizes(n, fraction):
+    try:
+        train, val = train_val_split(torch.arange(n), fraction)
+    except ValueError as e:
+        assert "empty" in str(e)
+        assert round(n * fraction) in (0, n)
+        return
+    assert len(val) == round(n * fraction) and len(train) + len(val) == n
+    assert torch.equal(torch.cat([train, val]), torch.arange(n))
+
+
+@pytest.mark.parametrize("data, fraction, error", [
+    (torch.arange(10), 0.0, ValueError), (torch.arange(10), 1.0, ValueError),
+    (torch.arange(10), 0.01, ValueError), (torch.arange(10), "0.1", TypeError),
+    (torch.zeros(2, 5), 0.1, ValueError), ({1, 2}, 0.1, TypeError),
+])
+def test_train_val_split_errors(data, fraction, error):
+    with pytest.raises(error):
+        train_val_split(data, fraction)
+
+
+def test_get_batch_shapes_dtype_and_shift():
+    data = torch.arange(100, 200, dtype=torch.int32)
+    x, y = get_batch(data, block_size=5, batch_size=3, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (3, 5) and x.dtype == y.dtype == torch.int64
+    assert torch.equal(y, x + 1)  # consecutive data: the next token is the id + 1
+    assert torch.equal(x[:, 1:], y[:, :-1])
+
+
+def test_get_batch_windows_come_from_the_data():
+    data = torch.randint(0, 50, (40,), generator=torch.Generator().manual_seed(1))
+    x, y = get_batch(data, 7, 20, generator=torch.Generator().manual_seed(2))
+    windows = data.unfold(0, 8, 1)  # every window of T + 1 tokens
+    for xb, yb in zip(x, y, strict=True):
+        row = torch.cat([xb, yb[-1:]])
+        assert (windows == row).all(dim=1).any()
+
+
+def test_get_batch_reaches_both_ends_and_never_beyond():
+    data = torch.arange(6)
+    x, y = get_batch(data, block_size=4, batch_size=200, generator=torch.Generator().manual_seed(0))
+    assert set(x[:, 0].tolist()) == {0, 1}  # starts 0 and N - T - 1 = 1 both occur
+    assert int(y.max()) == 5
+
+
+def test_get_batch_is_deterministic_given_a_generator():
+    data = torch.arange(1000)
+    a = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(123))
+    b = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(123))
+    c = get_batch(data, 8, 4, generator=torch.Generator().manual_seed(124))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and not torch.equal(a[0], c[0])
+
+
+def test_get_batch_uses_the_global_seed_without_a_generator():
+    data = torch.arange(1000)
+    torch.manual_seed(5)
+    a = get_batch(data, 8, 4)
+    torch.manual_seed(5)
+    assert torch.equal(a[0], get_batch(data, 8, 4)[0])
+
+
+def test_get_batch_device():
+    x, y = get_batch(torch.arange(20), 4, 2, device="cpu")
+    assert x.device.type == y.device.type == "cpu"
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(data=torch.arange(10), block_size=10, batch_size=1), ValueError, "smaller than the data"),
+    (dict(data=torch.arange(10), block_size=0, batch_size=1), ValueError, "block_size"),
+    (dict(data=torch.arange(10), block_size=3, batch_size=0), ValueError, "batch_size"),
+    (dict(data=torch.arange(10), block_size=3.0, batch_size=1), TypeError, "block_size"),
+    (dict(data=torch.zeros(2, 10, dtype=torch.long), block_size=3, batch_size=1), ValueError, "1 dimensions"),
+    (dict(data=torch.zeros(10), block_size=3, batch_size=1), TypeError, "integer token ids"),
+    (dict(data=list(range(10)), block_size=3, batch_size=1), TypeError, "torch.Tensor"),
+    (dict(data=torch.arange(10), block_size=3, batch_size=1, generator=0), TypeError, "generator"),
+])
+def test_get_batch_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        get_batch(**kwargs)
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import helpers.data
+
+    result = doctest.testmod(helpers.data)
+    assert result.attempted > 0 and result.failed == 0
