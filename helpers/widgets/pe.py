@@ -132,8 +132,8 @@ class PEExplorer:
         self._im = ax_map.imshow(
             np.zeros((2, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
         )
-        self._row = ax_map.axhline(0, color="k", lw=0.8)
-        self._col = ax_map.axvline(0, color="k", lw=0.8)
+        self._row = ax_map.axhline(0, color="gold", lw=1.5)
+        self._col = ax_map.axvline(0, color="gold", lw=1.5)
         self._lines = [
             ax_curve.plot([], [], lw=1.2)[0] for _ in range(2)
         ]  # sin (blue), cos (orange)
@@ -192,7 +192,7 @@ class PEExplorer:
         self._dots.set_data(self.offsets, self.dots)
         ax_dot.set_xlim(-(T - 1) - 0.5, T - 0.5)
         ax_dot.set_ylim(min(closed.min(), 0) - 0.05 * C, 0.6 * C)
-        self._titles[2].set_text(f"dots: PE({m})·PE(n); line: Σ cos(kθ_i)")
+        self._titles[2].set_text(f"dots: PE({m})·PE(n), line: Σcos(kθ)")
 
     def __repr__(self) -> str:
         c = self.controls
