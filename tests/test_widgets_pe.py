@@ -124,3 +124,16 @@ def test_shrinking_clamps_the_pickers_with_one_redraw(small, monkeypatch):
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         pe_explorer(**kwargs)
+
+
+def test_defaults_fit_small_sizes_and_docstrings_run():
+    import doctest
+
+    import helpers.positional
+    import helpers.widgets.pe
+
+    ex = pe_explorer(seq_len=6, d_model=4)
+    assert ex.controls["dim"].value == 2 and ex.controls["position"].value == 3
+    for module in (helpers.positional, helpers.widgets.pe):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

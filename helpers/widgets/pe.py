@@ -17,8 +17,10 @@ Shapes: T = seq_len, C = d_model.
     explorer.dots     (T,) float64       PE(m) . PE(n)
 
 Example:
-    >>> ex = pe_explorer(seq_len=16, d_model=8)
-    >>> ex.controls["d_model"].value = 16  # redraws: ex.table.shape == (16, 16)
+    >>> ex = pe_explorer(seq_len=16, d_model=8)  # dim 8 - 2 = 6, position 16 // 2 = 8
+    >>> ex.controls["d_model"].value = 16  # redraws at once
+    >>> tuple(ex.table.shape), sorted(ex.curves), int(ex.offsets[0])
+    ((16, 16), [6, 7], -8)
 """
 
 from __future__ import annotations
@@ -54,9 +56,13 @@ class PEExplorer:
         seq_len: int = 64,
         d_model: int = 128,
         base: float = 10000.0,
-        dim: int = 10,
-        position: int = 32,
+        dim: int | None = None,
+        position: int | None = None,
     ):
+        # Defaults that fit any size: dimension 10 (a wavelength of about 13 at base 10000)
+        # or the last sine one, and the middle position.
+        dim = min(10, d_model - 2) if dim is None and isinstance(d_model, int) else dim
+        position = seq_len // 2 if position is None and isinstance(seq_len, int) else position
         _check_range("seq_len", seq_len, 2, MAX_LEN)
         _check_range("d_model", d_model, 2, MAX_D_MODEL)
         if d_model % 2:
@@ -209,7 +215,14 @@ class PEExplorer:
 
 
 def pe_explorer(
-    seq_len: int = 64, d_model: int = 128, base: float = 10000.0, dim: int = 10, position: int = 32
+    seq_len: int = 64,
+    d_model: int = 128,
+    base: float = 10000.0,
+    dim: int | None = None,
+    position: int | None = None,
 ) -> PEExplorer:
-    """Build the explorer; show it by leaving it as a cell's last expression (``.widget`` is the VBox)."""
+    """Build the explorer; show it by leaving it as a cell's last expression (``.widget`` is the VBox).
+
+    ``dim`` defaults to 10 (or d_model - 2 if smaller), ``position`` to seq_len // 2.
+    """
     return PEExplorer(seq_len, d_model, base, dim, position)
