@@ -4,7 +4,10 @@
     PE[pos, 2i+1] = cos(pos / base**(2i / d_model))
 
 Shapes (one alphabet across helpers): B batch, T sequence length, C = d_model.
+    inverse_frequencies(C)               -> (C/2,)   theta_i = base**(-2i / C)
+    wavelengths(C)                       -> (C/2,)   2 pi / theta_i, a geometric progression
     sinusoidal_table(T, C)               -> (T, C)
+    relative_rotation(k, C)              -> (C, C)   PE[pos + k] = M_k @ PE[pos]
     SinusoidalPositionalEncoding(C)(x)   (B, T, C) -> (B, T, C)
     LearnedPositionalEmbedding(L, C)(x)  (B, T, C) -> (B, T, C)
 
@@ -39,24 +42,53 @@ def _check_base(base) -> float:
     return float(base)
 
 
+def inverse_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The float64 angular frequencies theta_i = base**(-2i / d_model), i = 0 .. d_model/2 - 1."""
+    _check_d_model(d_model)
+    base = _check_base(base)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (C/2,)
+    return base ** (-two_i / d_model)  # (C/2,)
+
+
+def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The float64 wavelengths 2 pi / theta_i: from 2 pi up to (almost) 2 pi * base, ratio base**(2/d_model)."""
+    return 2 * math.pi / inverse_frequencies(d_model, base)  # (C/2,)
+
+
 def sinusoidal_table(seq_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """The (seq_len, d_model) float32 sinusoidal table, computed in float64 for accuracy."""
     check_int("seq_len", seq_len, minimum=1)
-    _check_d_model(d_model)
-    base = _check_base(base)
+    theta = inverse_frequencies(d_model, base)  # (C/2,)
     pos = torch.arange(seq_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (C/2,)
-    angle = pos / base ** (two_i / d_model)  # (T, 1) / (C/2,) -> (T, C/2)
+    angle = pos * theta  # (T, 1) * (C/2,) -> (T, C/2)
     table = torch.empty(seq_len, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
     return table.to(torch.float32)
 
 
+def relative_rotation(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The float64 (d_model, d_model) matrix M_k with PE[pos + k] = M_k @ PE[pos] for every pos.
+
+    M_k is block-diagonal; block i rotates the pair (sin a, cos a) by the angle k * theta_i,
+    by sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b.
+    It depends on the offset k only, never on pos: that is what makes relative positions easy.
+    """
+    check_int("k", k)
+    b = k * inverse_frequencies(d_model, base)  # (C/2,)
+    cos, sin = torch.cos(b), torch.sin(b)
+    blocks = torch.stack(
+        [torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2
+    )  # (C/2, 2, 2)
+    return torch.block_diag(*blocks)  # (C/2, 2, 2) -> (C, C)
+
+
 def _check_input(x, d_model: int, max_len: int) -> torch.Tensor:
     check_tensor("x", x, ndim=3, floating=True)
     if x.shape[-1] != d_model:
-        raise ValueError(f"x must have width d_model={d_model} in its last dimension, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have width d_model={d_model} in its last dimension, got shape {tuple(x.shape)}"
+        )
     if not 1 <= x.shape[1] <= max_len:
         raise ValueError(f"sequence length T={x.shape[1]} must be in [1, max_len={max_len}]")
     return x
@@ -65,7 +97,9 @@ def _check_input(x, d_model: int, max_len: int) -> torch.Tensor:
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal table to its input; the table is a buffer, not a parameter."""
 
-    def __init__(self, d_model: int, max_len: int = 5000, base: float = 10000.0, dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, max_len: int = 5000, base: float = 10000.0, dropout: float = 0.0
+    ):
         super().__init__()
         self.d_model = _check_d_model(d_model)
         self.max_len = check_int("max_len", max_len, minimum=1)
