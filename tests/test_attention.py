@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 from torch import nn
 
 import helpers.attention as attention_module
-from helpers.attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from helpers.attention import (
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
 
 # (B, H, T_q, T_k, d, d_v): square, T_q != T_k both ways, one head, T = 1, d != d_v.
 SDPA_SHAPES = [(2, 3, 5, 5, 4, 4), (1, 1, 1, 1, 8, 8), (2, 2, 3, 7, 4, 6), (3, 1, 7, 2, 5, 5), (1, 4, 1, 6, 3, 2)]
