@@ -7,6 +7,7 @@ and bool `attn_mask` use the opposite convention (True = blocked).
 Shapes: B batch, H heads, T_q / T_k query / key lengths, C = d_model, hs = C // H.
     scaled_dot_product_attention(q, k, v)  (..., T_q, d), (..., T_k, d), (..., T_k, d_v)
                                            -> out (..., T_q, d_v), weights (..., T_q, T_k)
+                                           (scores scaled by 1/√d, or by ``scale=`` if given)
     causal_mask(T)                         -> (T, T)
     padding_mask(ids (B, T), pad_id)       -> (B, 1, 1, T)
     MultiHeadAttention(C, H)(q, k, v)      (B, T_q, C), (B, T_k, C), (B, T_k, C) -> (B, T_q, C)
