@@ -7,6 +7,7 @@ and bool `attn_mask` use the opposite convention (True = blocked).
 Shapes: B batch, H heads, T_q / T_k query / key lengths, C = d_model, hs = C // H.
     scaled_dot_product_attention(q, k, v)  (..., T_q, d), (..., T_k, d), (..., T_k, d_v)
                                            -> out (..., T_q, d_v), weights (..., T_q, T_k)
+                                           (scores scaled by 1/√d, or by ``scale=`` if given)
     causal_mask(T)                         -> (T, T)
     padding_mask(ids (B, T), pad_id)       -> (B, 1, 1, T)
     MultiHeadAttention(C, H)(q, k, v)      (B, T_q, C), (B, T_k, C), (B, T_k, C) -> (B, T_q, C)
@@ -46,21 +47,32 @@ def _check_mask(mask, scores_shape: torch.Size) -> torch.Tensor:
     return mask
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0):
-    """softmax(q kᵀ / √d + mask) v, step by step; returns ``(out, weights)``.
-
-    A query row with no allowed key gets zero weights and a zero output, never NaN.
-    """
+def _check_qkv(q, k, v) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, floating=True)
-        if t.dim() < 2 or t.shape[-2] < 1:
-            raise ValueError(f"{name} must have shape (..., T, d) with T >= 1, got {tuple(t.shape)}")
+        if t.dim() < 2 or t.shape[-2] < 1 or t.shape[-1] < 1:
+            raise ValueError(f"{name} must have shape (..., T, d) with T >= 1 and d >= 1, got {tuple(t.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share their last dimension d, got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same length T_k, got {k.shape[-2]} and {v.shape[-2]}")
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, scale: float | None = None):
+    """softmax(q kᵀ · scale + mask) v, step by step; returns ``(out, weights)``.
+
+    scale: multiplies the scores; None means 1/√d, d = q.shape[-1] (the head size).
+    A query row with no allowed key gets zero weights and a zero output, never NaN.
+    """
+    _check_qkv(q, k, v)
     check_probability("dropout_p", dropout_p)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (0 < scale < math.inf):
+        raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
     if mask is not None:
         mask = _check_mask(mask, scores.shape)
         # -inf (not -1e9) gives exactly zero weight and cannot overflow in float16.
@@ -123,6 +135,9 @@ class MultiHeadAttention(nn.Module):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model or t.shape[1] < 1:
                 raise ValueError(f"{name} must have shape (B, T>=1, d_model={self.d_model}), got {tuple(t.shape)}")
+        dtypes = {query.dtype, key.dtype, value.dtype, self.q_proj.weight.dtype}
+        if len(dtypes) > 1:
+            raise TypeError(f"query, key, value and the weights must share one dtype, got {sorted(map(str, dtypes))}")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
                 f"query, key and value must share the batch size and key/value their length, got "
@@ -130,13 +145,13 @@ class MultiHeadAttention(nn.Module):
             )
         B, T_q, C = query.shape
         T_k = key.shape[1]
+        if mask is not None:  # checked before combining, so a wrong mask is named, not broadcast away
+            mask = _check_mask(mask, torch.Size((B, self.n_heads, T_q, T_k)))
         if is_causal:
             if T_q != T_k:
                 raise ValueError(f"is_causal needs T_q == T_k, got {T_q} and {T_k}")
             causal = causal_mask(T_q, device=query.device)
             mask = causal if mask is None else mask & causal
-        if mask is not None:
-            mask = _check_mask(mask, torch.Size((B, self.n_heads, T_q, T_k)))
         q = self._split(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, hs)
         k = self._split(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, hs)
         v = self._split(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, hs)
@@ -159,7 +174,9 @@ class MultiHeadAttention(nn.Module):
         if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
             raise ValueError("only plain nn.MultiheadAttention (same q/k/v width, no bias_k, no add_zero_attn)")
         bias = m.in_proj_bias is not None
-        ours = cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=bias).to(m.in_proj_weight.device)
+        # Cast before copying: copying float64 weights into float32 ones would round them.
+        ours = cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=bias)
+        ours = ours.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype)
         with torch.no_grad():
             for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
                 # in_proj_weight stacks W_q, W_k, W_v along dim 0: (3C, C) -> three (C, C)
@@ -169,7 +186,7 @@ class MultiHeadAttention(nn.Module):
             ours.out_proj.weight.copy_(m.out_proj.weight)
             if bias:
                 ours.out_proj.bias.copy_(m.out_proj.bias)
-        return ours.to(m.in_proj_weight.dtype)
+        return ours.train(m.training)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, dropout={self.dropout}"

@@ -1,5 +1,6 @@
-"""Interactive explorers (ipywidgets) that also run headless and under strict nbval."""
+"""Interactive explorers, built by functions that tests can call headless."""
 
+from helpers.widgets.attention import attention_explorer
 from helpers.widgets.pe import pe_explorer
 
-__all__ = ["pe_explorer"]
+__all__ = ["attention_explorer", "pe_explorer"]
