@@ -39,5 +39,13 @@ freshness: install
 notebooks: install
 	$(BIN)/python tools/execute_notebooks.py notebooks/*.ipynb
 
+# Real-browser test of the explorers in JupyterLab (needs Debian's chromium).
+test-browser: install
+	$(BIN)/python -m pytest tests_browser -q -s
+
+# Tokens/s of our GPT against a minimal F.scaled_dot_product_attention reference.
+bench: install
+	$(BIN)/python bench/bench_gpt.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

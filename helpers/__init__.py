@@ -1,5 +1,29 @@
-"""Verified building blocks for the transformer-notebooks course."""
+"""Verified building blocks for the transformer-notebooks course (re-exports only)."""
 
+from helpers.attention import (
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+from helpers.checkpoint import load_checkpoint, save_checkpoint
+from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.device import get_device, set_seed
+from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
+from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
+from helpers.positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    sinusoidal_table,
+)
+from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+from helpers.training import TrainConfig, estimate_loss, train
 
-__all__ = ["get_device", "set_seed"]
+__all__ = [
+    "BPETokenizer", "CharTokenizer", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
+    "FeedForward", "GPT", "GPTConfig", "LearnedPositionalEmbedding", "MultiHeadAttention",
+    "SinusoidalPositionalEncoding", "TrainConfig", "Transformer", "WordTokenizer", "causal_mask",
+    "count_parameters", "estimate_loss", "get_batch", "get_device", "load_checkpoint", "load_corpus",
+    "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
+    "set_seed", "sinusoidal_table", "train", "train_val_split",
+]

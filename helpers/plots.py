@@ -10,7 +10,13 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import matplotlib.pyplot  # noqa: F401  (in Jupyter this registers the inline PNG display of Figures)
+import matplotlib
+import matplotlib.pyplot
+
+# In a Jupyter kernel the inline backend is chosen lazily, and until then a bare Figure
+# shows only as text; switching to it now registers the PNG display (a no-op elsewhere).
+if "inline" in matplotlib.get_backend():
+    matplotlib.pyplot.switch_backend(matplotlib.get_backend())
 import numpy as np
 import torch
 from matplotlib.figure import Figure
