@@ -1,0 +1,195 @@
+"""Real-browser test: JupyterLab in headless Chromium, as a learner meets the notebooks.
+
+For each explorer notebook: start JupyterLab (127.0.0.1, random port, token), open the
+notebook with its outputs cleared, Run All, then move a control and assert that the
+rendered plot changed (pixel difference) and that no cell shows an error. Screenshots
+go to artifacts/browser/.
+
+Needs Debian's chromium (`apt-get install chromium`; .ci/run installs it). The browser
+is never downloaded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import matplotlib.image
+import nbformat
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts" / "browser"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+NOTEBOOKS = os.environ.get("BROWSER_NOTEBOOKS_DIR", str(ROOT / "notebooks"))
+CHROME_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a copy of the notebooks whose outputs were cleared."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)")
+    root = tmp_path_factory.mktemp("lab")
+    (root / "notebooks").mkdir()
+    (root / "figures").mkdir()
+    for src in Path(NOTEBOOKS).glob("*.ipynb"):
+        nb = nbformat.read(src, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nbformat.write(nb, root / "notebooks" / src.name)
+    config = root / "config"
+    (config / "labconfig").mkdir(parents=True)
+    # The news pop-up would cover the page.
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"), PYTHONHASHSEED="0", TQDM_DISABLE="1")
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root / 'notebooks'}", "--ServerApp.terminals_enabled=False",
+           "--LabApp.expose_app_in_browser=True", "--allow-root"]
+    log = open(root / "lab.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"{url}/api/status", timeout=5) as r:  # no token: must be refused
+            pytest.fail(f"JupyterLab answered without a token (HTTP {r.status})")
+    except urllib.error.HTTPError as e:
+        assert e.code == 403, e
+        yield url, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "lab.log", ARTIFACTS / "lab.log")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROME_FLAGS)
+        yield b
+        b.close()
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return matplotlib.image.imread(io.BytesIO(png), format="png")
+
+
+def _run_all(page, timeout_s: float = 180) -> None:
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # wait for the kernel before running, or Run All can race its start
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('runmenu:run-all')")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+        if prompts and all(p.strip().startswith("[") and p.strip()[1:-2].isdigit() for p in prompts):
+            return
+        time.sleep(1)
+    raise AssertionError(f"Run All did not finish in {timeout_s} s: prompts {prompts}")
+
+
+def _settled_src(img, timeout_s: float = 30, old: str | None = None) -> str:
+    """Wait for the image to change from ``old`` (if given) and then stay the same for 1.5 s."""
+    deadline = time.monotonic() + timeout_s
+    last, since = img.get_attribute("src"), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = img.get_attribute("src")
+        if now != last:
+            last, since = now, time.monotonic()
+        elif (old is None or now != old) and time.monotonic() - since > 1.5:
+            return now
+    raise AssertionError("the widget image did not change and settle in time")
+
+
+def _move_first_slider(page, area) -> None:
+    handle = area.locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(3):
+        handle.press("ArrowRight")
+    handle.press("Enter")
+
+
+def _toggle_first_checkbox(page, area) -> None:
+    area.locator(".widget-checkbox input[type=checkbox]").first.click()
+
+
+CASES = [
+    ("03_positional_encoding.ipynb", "slider", _move_first_slider),
+    ("04_attention.ipynb", "slider", _move_first_slider),
+    ("04_attention.ipynb", "checkbox", _toggle_first_checkbox),
+]
+
+
+@pytest.mark.parametrize(("notebook", "control", "act"), CASES, ids=[f"{n[:2]}-{c}" for n, c, _ in CASES])
+def test_explorer_updates_in_jupyterlab(lab, browser, notebook, control, act):
+    url, token = lab
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}", wait_until="domcontentloaded")
+        start = time.monotonic()
+        try:
+            _run_all(page)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-{control}-page.png"))
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert errors.count() == 0, f"{notebook}: a cell shows an error or a warning: {errors.first.inner_text()[:500]}"
+        img = page.locator("img.widget-image").first
+        img.scroll_into_view_if_needed()
+        area = img.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')][1]")
+        before_src = _settled_src(img)
+        before = img.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-{control}-before.png"))
+        act(page, area)
+        _settled_src(img, old=before_src)
+        after = img.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-{control}-after.png"))
+        a, b = _pixels(before), _pixels(after)
+        changed = int(np.any(np.abs(a - b) > 1e-6, axis=-1).sum()) if a.shape == b.shape else a.shape[0] * a.shape[1]
+        print(f"{notebook} {control}: {changed} of {a.shape[0] * a.shape[1]} pixels changed "
+              f"({time.monotonic() - start:.1f} s)")
+        assert changed > 100, f"moving the {control} changed only {changed} pixels of the plot"
+    finally:
+        page.close()
