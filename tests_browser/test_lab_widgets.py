@@ -119,16 +119,30 @@ def _pixels(png: bytes) -> np.ndarray:
 def _run_all(page, timeout_s: float = 180) -> None:
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    # wait for the kernel before running, or Run All can race its start
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('runmenu:run-all')")
+    # Wait for the kernel itself (the status indicator says "idle" before one exists), or
+    # Run All races its start.
+    page.wait_for_function(
+        "() => { const s = window.jupyterapp.shell.currentWidget.sessionContext;"
+        " return s && s.session && s.session.kernel && s.session.kernel.status === 'idle'; }",
+        timeout=90_000,
+    )
+    # Fire and forget: the command's promise settles only when every cell has run, and
+    # evaluate() would block on it with no timeout of its own.
+    page.evaluate("() => { window.jupyterapp.commands.execute('runmenu:run-all'); }")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
-        if prompts and all(p.strip().startswith("[") and p.strip()[1:-2].isdigit() for p in prompts):
+        # Read the model, not the DOM: JupyterLab renders only the cells near the viewport.
+        counts = page.evaluate(
+            "() => { const nb = window.jupyterapp.shell.currentWidget;"
+            " const out = []; const cells = nb.content.model.cells;"
+            " for (let i = 0; i < cells.length; i++) { const c = cells.get(i);"
+            " if (c.type === 'code') out.push(c.executionCount); }"
+            " return [out, nb.sessionContext.session.kernel.status]; }"
+        )
+        if all(isinstance(n, int) for n in counts[0]) and counts[1] == "idle":
             return
         time.sleep(1)
-    raise AssertionError(f"Run All did not finish in {timeout_s} s: prompts {prompts}")
+    raise AssertionError(f"Run All did not finish in {timeout_s} s: execution counts {counts}")
 
 
 def _settled_src(img, timeout_s: float = 30, old: str | None = None) -> str:
