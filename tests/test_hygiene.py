@@ -41,6 +41,7 @@ AUTHOR_PATH = re.compile(
     r"(?<![\w./-])/(?:work|home|Users|root|tmp)/|[A-Za-z]:\\+Users|site-packages|dist-packages|file://"
 )
 WRITE_CALLS = {"write_bytes", "write_text", "savefig", "imsave", "save", "open", "mkdir"}
+FIGURE_TEXT = re.compile(r"^<Figure size \d+x\d+ with \d+ Axes>$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+\S")
 EXERCISE_NUMBER = re.compile(
@@ -287,6 +288,22 @@ def check_image_sizes(nb) -> list[str]:
     ]
 
 
+def check_figures_render(nb) -> list[str]:
+    """A Figure left as a cell's last expression must reach the reader as an image.
+
+    Without an inline backend (`%matplotlib inline`, or importing helpers.plots) Jupyter
+    shows only the text `<Figure size 600x300 with 1 Axes>`, and nbval cannot notice.
+    """
+    return [
+        f"cell {i}: {_text(out.data['text/plain'])!r} is shown as text only: "
+        "add `%matplotlib inline` to the set-up cell"
+        for i, cell in _code_cells(nb)
+        for out in cell.get("outputs", [])
+        if FIGURE_TEXT.match(_text(out.get("data", {}).get("text/plain", "")))
+        and not any(m in out.data for m in IMAGE_MIMES)
+    ]
+
+
 def _output_texts(out):
     for key in ("text", "ename", "evalue"):
         if key in out:
@@ -420,6 +437,7 @@ CHECKS = [
     check_summary_and_exercises,
     check_no_errors_or_stderr,
     check_image_sizes,
+    check_figures_render,
     check_no_author_paths,
     check_ignored_output_is_asserted,
     check_cells_nonempty_and_short,
@@ -492,7 +510,10 @@ def _bad_notebook() -> nbformat.NotebookNode:
         nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[]),
         nbformat.v4.new_output("stream", name="stderr", text='File "/home/alice/nb.py", line 1\n'),
     ]
-    nb.cells[3].outputs = [nbformat.v4.new_output("display_data", data={"image/png": _png(300_000), "text/plain": "<Figure>"})]
+    nb.cells[3].outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": _png(300_000), "text/plain": "<Figure>"}),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "<Figure size 600x300 with 1 Axes>"}),
+    ]
     nb.cells[4].outputs = [nbformat.v4.new_output("stream", name="stdout", text="saved to /Users/bob/x.png\n")]
     nb.metadata["kernelspec"] = {"display_name": "R", "language": "R", "name": "ir"}
     nb.metadata["language_info"] = {"name": "R", "path": "C:\\Users\\carol\\nb"}
@@ -501,7 +522,9 @@ def _bad_notebook() -> nbformat.NotebookNode:
 
 def test_self_test_good_notebook_passes_every_check():
     nb = _notebook(GOOD_CELLS)
-    nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data={"image/png": _png(150_000)})]
+    nb.cells[1].outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": _png(150_000), "text/plain": "<Figure size 640x480 with 1 Axes>"})
+    ]
     nb.cells[3].outputs = [nbformat.v4.new_output("stream", name="stdout", text="see https://example.org/home/x and data/tmp/y\n")]
     for check in CHECKS:
         assert check(nb) == [], (check.__name__, check(nb))
@@ -520,6 +543,7 @@ def test_self_test_messages_name_the_cell_and_the_fault():
         "cell 2: stored error output ZeroDivisionError",
         "cell 2: stderr output",
         "cell 3: image/png of 300,000 bytes",
+        "cell 3: '<Figure size 600x300 with 1 Axes>' is shown as text only",
         "'/home/'",
         "'/Users/'",
         "notebook metadata contains the machine path 'C:",
