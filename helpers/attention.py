@@ -171,11 +171,16 @@ class MultiHeadAttention(nn.Module):
         elif mask is None:  # alone, is_causal lets the kernel skip the blocks above the diagonal
             out, weights = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=is_causal), None
         else:
-            # Rows with no allowed key may come out NaN (0/0) depending on the backend: let them
-            # attend everywhere (finite values and gradients), then zero them, as the weights path.
-            any_allowed = mask.any(dim=-1, keepdim=True)  # (..., T_q, T_k) -> (..., T_q, 1)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~any_allowed, dropout_p=p)
-            out, weights = out.masked_fill(~any_allowed, 0.0), None
+            # any(dim=-1), through uint8 because bool any() is ~10x slower on CPU (0.4 vs 0.04 ms here)
+            any_allowed = mask.view(torch.uint8).amax(dim=-1, keepdim=True).bool()  # (..., T_q, T_k) -> (..., T_q, 1)
+            if bool(any_allowed.all()):  # the usual case: one cheap reduction, then the mask as is
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            else:
+                # A row with no allowed key may come out NaN (0/0), depending on the backend: let it
+                # attend everywhere (finite values and gradients), then zero it, as the weights path.
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~any_allowed, dropout_p=p)
+                out = out.masked_fill(~any_allowed, 0.0)
+            weights = None
         out = out.transpose(1, 2).reshape(B, T_q, C)  # (B, H, T_q, hs) -> (B, T_q, C)
         out = self.out_proj(out)
         return (out, weights) if return_weights else out
