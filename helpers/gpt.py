@@ -123,14 +123,18 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """idx (B, T) -> ``(logits (B, T, V), loss)``; loss is the mean cross-entropy, or None.
 
-        ``targets`` (B, T) are the next tokens; entries equal to -100 are ignored.
+        ``targets`` (B, T) are the next tokens; entries equal to -100 are ignored (at least one
+        must count: a mean over none would be NaN).
         """
         self._check_idx(idx)
         if targets is not None:
             check_tensor("targets", targets, ndim=2, floating=False)
             if targets.shape != idx.shape:
                 raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
-            check_token_ids(targets[targets != IGNORE_INDEX], self.config.vocab_size, name="targets")
+            counted = targets[targets != IGNORE_INDEX]
+            if counted.numel() == 0:  # the mean over no targets is 0/0 = NaN
+                raise ValueError(f"targets must hold at least one token that is not {IGNORE_INDEX} (ignored)")
+            check_token_ids(counted, self.config.vocab_size, name="targets")
         x, _ = self._trunk(idx, return_weights=False)
         logits = self.head(x)  # (B, T, C) -> (B, T, V)
         if targets is None:

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.attention import MultiHeadAttention
-from helpers.validate import check_int, check_probability
+from helpers.attention import MultiHeadAttention, check_mask
+from helpers.validate import check_int, check_probability, check_tensor
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -182,6 +182,13 @@ class DecoderLayer(nn.Module):
         adds the causal mask to the self-attention. With ``return_weights`` returns
         ``(x, self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
         """
+        check_tensor("x", x, ndim=3, floating=True)
+        check_tensor("memory", memory, ndim=3, floating=True)
+        (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.n_heads
+        if self_mask is not None:  # named here: inside, both masks are just the attention's "mask"
+            check_mask(self_mask, torch.Size((B, H, T, T)), "self_mask")
+        if memory_mask is not None:
+            check_mask(memory_mask, torch.Size((B, H, T, S)), "memory_mask")
         sa = (self.self_attn, self.dropout1)
         ca = (self.cross_attn, self.dropout2)
         if self.norm_first:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from helpers.attention import padding_mask
+from helpers.attention import check_mask, padding_mask
 from helpers.embeddings import TokenEmbedding, check_token_ids
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.stacks import Decoder, Encoder
@@ -76,6 +76,12 @@ class Transformer(nn.Module):
             raise ValueError(f"{name} length {ids.shape[1]} must be in [1, max_len={self.max_len}]")
         return check_token_ids(ids, vocab, name=name)
 
+    def _check_mask(self, name: str, mask, B: int, T_q: int, T_k: int):
+        """None, or a bool mask that broadcasts to (B, H, T_q, T_k); errors name the argument."""
+        if mask is None:
+            return None
+        return check_mask(mask, torch.Size((B, self.encoder.layers[0].self_attn.n_heads, T_q, T_k)), name)
+
     def src_key_mask(self, src: torch.Tensor) -> torch.Tensor | None:
         """(B, 1, 1, S) True at real source tokens, or None without a pad id."""
         return None if self.pad_id is None else padding_mask(src, self.pad_id)
@@ -83,8 +89,10 @@ class Transformer(nn.Module):
     def encode(self, src, src_mask=None, return_weights: bool = False):
         """src (B, S) -> memory (B, S, C). ``src_mask`` defaults to the source padding mask."""
         self._check_ids("src", src, self.src_vocab)
+        B, S = src.shape
         if src_mask is None:
             src_mask = self.src_key_mask(src)
+        self._check_mask("src_mask", src_mask, B, S, S)
         x = self.pos(self.src_emb(src))  # (B, S) -> (B, S, C)
         return self.encoder(x, mask=src_mask, return_weights=return_weights)
 
@@ -97,8 +105,15 @@ class Transformer(nn.Module):
         """
         self._check_ids("tgt", tgt, self.tgt_vocab)
         check_tensor("memory", memory, ndim=3, floating=True)
-        if memory.shape[0] != tgt.shape[0]:
-            raise ValueError(f"tgt and memory batch sizes differ: {tgt.shape[0]} and {memory.shape[0]}")
+        (B, T), C = tgt.shape, self.head.in_features
+        if memory.shape[0] != B:
+            raise ValueError(f"tgt and memory batch sizes differ: {B} and {memory.shape[0]}")
+        if memory.shape[1] < 1 or memory.shape[2] != C:
+            raise ValueError(f"memory must have shape (B, S>=1, d_model={C}), got {tuple(memory.shape)}")
+        if memory.dtype != self.head.weight.dtype:
+            raise TypeError(f"memory must have the model's dtype {self.head.weight.dtype}, got {memory.dtype}")
+        self._check_mask("tgt_mask", tgt_mask, B, T, T)  # before combining, so a wrong one is named
+        self._check_mask("memory_mask", memory_mask, B, T, memory.shape[1])
         if self.pad_id is not None:
             pad = padding_mask(tgt, self.pad_id)  # (B, 1, 1, T)
             tgt_mask = pad if tgt_mask is None else tgt_mask & pad
@@ -115,6 +130,7 @@ class Transformer(nn.Module):
         check_tensor("tgt", tgt, ndim=2, floating=False)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src and tgt batch sizes differ: {src.shape[0]} and {tgt.shape[0]}")
+        self._check_mask("src_mask", src_mask, src.shape[0], src.shape[1], src.shape[1])
         if memory_mask is None:
             memory_mask = src_mask if src_mask is not None and src_mask.dim() == 4 and src_mask.shape[-2] == 1 \
                 else self.src_key_mask(src)
