@@ -40,20 +40,21 @@ from helpers.plots import figure_to_png, heatmap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "figures"
-DPI = 80  # figure_to_png's default; every committed figure uses it
+DPI = 80  # figure_to_png's default, as in the notebooks
 MAX_BYTES = 200_000
 
 Builder = Callable[[], Figure]
 REGISTRY: dict[str, Builder] = {}
+DPIS: dict[str, int] = {}
 
 
-def figure(name: str) -> Callable[[Builder], Builder]:
+def figure(name: str, dpi: int = DPI) -> Callable[[Builder], Builder]:
     """Register a builder under the file name it writes (without ``.png``)."""
 
     def register(fn: Builder) -> Builder:
         if name in REGISTRY:
             raise ValueError(f"figure {name!r} is registered twice")
-        REGISTRY[name] = fn
+        REGISTRY[name], DPIS[name] = fn, dpi
         return fn
 
     return register
@@ -186,7 +187,7 @@ def attention_explorer_default() -> Figure:
 
 
 # --- notebooks 05 and 06 -----------------------------------------------------------------------
-@figure("architecture")
+@figure("architecture", dpi=100)  # small labels: 7.5 pt needs the extra pixels
 def architecture() -> Figure:
     from helpers.diagram import architecture_figure
 
@@ -302,7 +303,7 @@ def render(name: str) -> bytes:
     # The default style (not the user's matplotlibrc) and pinyin tick labels even where a CJK font
     # is installed: the committed bytes must not depend on the machine that ran `make figures`.
     with matplotlib.style.context("default"), mock.patch("helpers.attention_plots.cjk_font", lambda: None):
-        png = figure_to_png(REGISTRY[name](), dpi=DPI)
+        png = figure_to_png(REGISTRY[name](), dpi=DPIS[name])
     if len(png) > MAX_BYTES:
         raise ValueError(f"{name}.png is {len(png):,} bytes, over the {MAX_BYTES:,} limit")
     return png
