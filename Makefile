@@ -39,6 +39,10 @@ freshness: install
 notebooks: install
 	$(BIN)/python tools/execute_notebooks.py notebooks/*.ipynb
 
+# Regenerate every image in figures/ (deterministic, CPU, about a minute: two small models train).
+figures: install
+	$(BIN)/python tools/make_figures.py
+
 # Real-browser test of the explorers in JupyterLab (needs Debian's chromium).
 test-browser: install
 	$(BIN)/python -m pytest tests_browser -q -s
