@@ -24,7 +24,7 @@ lab: install
 test: install lint unit nbval freshness
 
 lint: install
-	$(BIN)/ruff check helpers tests tools bench notebooks conftest.py
+	$(BIN)/ruff check helpers tests tests_browser tools bench notebooks conftest.py
 
 unit: install
 	$(BIN)/python -m pytest tests -q

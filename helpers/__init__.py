@@ -3,6 +3,7 @@
 from helpers.attention import (
     MultiHeadAttention,
     causal_mask,
+    check_mask,
     padding_mask,
     scaled_dot_product_attention,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "BPETokenizer", "CharTokenizer", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
     "FeedForward", "GPT", "GPTConfig", "LearnedPositionalEmbedding", "MultiHeadAttention",
     "SinusoidalPositionalEncoding", "TrainConfig", "Transformer", "WordTokenizer", "causal_mask",
+    "check_mask",
     "count_parameters", "estimate_loss", "get_batch", "get_device", "load_checkpoint", "load_corpus",
     "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
     "set_seed", "sinusoidal_table", "train", "train_val_split",

@@ -39,6 +39,20 @@ def _deterministic_widget_ids(nb, name: str) -> None:
                 view["model_id"] = mapping[old]
 
 
+def _coalesce_streams(nb) -> None:
+    """Merge runs of same-name stream outputs: how a print is chunked depends on timing."""
+    for cell in nb.cells:
+        merged = []
+        for out in cell.get("outputs", []):
+            prev = merged[-1] if merged else None
+            if prev and out.output_type == prev.output_type == "stream" and out.name == prev.name:
+                prev.text += out.text
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell.outputs = merged
+
+
 def execute(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
@@ -58,6 +72,7 @@ def execute(path: Path, timeout: int) -> float:
     client.execute()
     elapsed = time.perf_counter() - start
     _deterministic_widget_ids(nb, path.name)
+    _coalesce_streams(nb)
     nb.metadata = {
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python"},
