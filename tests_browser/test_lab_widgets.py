@@ -51,7 +51,7 @@ def lab(tmp_path_factory):
         pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)")
     root = tmp_path_factory.mktemp("lab")
     (root / "notebooks").mkdir()
-    (root / "figures").mkdir()
+    shutil.copytree(ROOT / "figures", root / "figures")  # markdown cells show ../figures/*.png
     for src in Path(NOTEBOOKS).glob("*.ipynb"):
         nb = nbformat.read(src, as_version=4)
         for cell in nb.cells:
