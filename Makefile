@@ -18,8 +18,11 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 # JupyterLab on localhost only, with its token (printed in the log and opened for you).
+# Root (containers) needs --allow-root; LAB_ARGS passes anything else, e.g. --no-browser.
+LAB_ARGS ?=
 lab: install
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: install lint unit nbval freshness
 
