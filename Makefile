@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout=900
 
-.PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean
+.PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean \
+	test-portable portable-default portable-avx2
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed")'
@@ -33,7 +34,22 @@ unit: install
 	$(BIN)/python -m pytest tests -q
 
 nbval: install
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) notebooks -q
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
+
+# Portability check: strict nbval again with torch dispatched to other instruction sets and
+# another thread count, as on a learner's laptop or a teacher's CI runner. The stored outputs
+# must not change (policy: README, "Stored outputs that reproduce on any machine").
+# NB=notebooks/05_encoder_decoder.ipynb checks one notebook; make -j2 runs both variants at once.
+NB ?= notebooks
+test-portable: portable-default portable-avx2
+
+portable-default: install
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
+
+portable-avx2: install
+	ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
+		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
 
 freshness: install
 	$(BIN)/python tools/check_notebooks.py notebooks

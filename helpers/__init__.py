@@ -7,6 +7,7 @@ from helpers.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from helpers.compare import check_close
 from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.device import get_device, set_seed
@@ -24,7 +25,7 @@ __all__ = [
     "BPETokenizer", "CharTokenizer", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer",
     "FeedForward", "GPT", "GPTConfig", "LearnedPositionalEmbedding", "MultiHeadAttention",
     "SinusoidalPositionalEncoding", "TrainConfig", "Transformer", "WordTokenizer", "causal_mask",
-    "check_mask",
+    "check_close", "check_mask",
     "count_parameters", "estimate_loss", "get_batch", "get_device", "load_checkpoint", "load_corpus",
     "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
     "set_seed", "sinusoidal_table", "train", "train_val_split",

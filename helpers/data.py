@@ -1,10 +1,10 @@
 """From a corpus to training batches for a next-token language model.
 
-- `load_corpus("pydoc")`: the default text, Python's own documentation topics from
-  ``pydoc_data.topics`` (ships with CPython: no download, no dead link). The topics are
-  joined in sorted key order with ``"\\n"``; each topic already ends in a newline, so
-  topics are separated by one blank line. The exact text depends on the Python version
-  (3.11.7: 79 topics, 465,048 characters).
+- `load_corpus("pydoc")`: the default text, Python's own documentation topics, frozen in
+  ``data/pydoc_topics.txt`` (made once from CPython 3.11.7's ``pydoc_data.topics``: 79
+  topics joined in sorted key order with ``"\\n"``, 465,048 characters; PSF licence, see
+  ``data/README.md``). The file is checked against its sha256 when loaded, so every Python
+  version and OS trains on the same text (the live module differs between versions).
 - `train_val_split(data, val_fraction)`: the first part trains, the last part validates
   (contiguous, not shuffled, so validation text was never seen as a neighbour).
 - `get_batch(data, block_size, batch_size)`: random windows; ``y`` is ``x`` shifted one
@@ -22,20 +22,38 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import torch
 
 from helpers.validate import check_int, check_tensor
 
-CORPORA = ("pydoc",)
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+# name -> (file in data/, sha256 of its UTF-8 bytes)
+CORPORA = {
+    "pydoc": ("pydoc_topics.txt", "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"),
+}
 
 
 def load_corpus(name: str = "pydoc") -> str:
-    """Return the named built-in corpus as one string."""
+    """Return the named built-in corpus as one string, after checking its sha256."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     if name not in CORPORA:
         raise ValueError(f"unknown corpus {name!r}; valid names: {', '.join(CORPORA)}")
-    from pydoc_data.topics import topics
-
-    return "\n".join(topics[key] for key in sorted(topics))
+    filename, expected = CORPORA[name]
+    path = DATA_DIR / filename
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"corpus {name!r}: cannot read {filename} in the repository's data/ folder ({err.strerror})") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != expected:
+        raise ValueError(f"corpus {name!r}: data/{filename} has sha256 {digest[:12]}..., expected {expected[:12]}...; "
+                         "the file was changed or damaged (restore it with git checkout data/)")
+    # newline="" semantics: the bytes are the text; no platform newline translation.
+    return raw.decode("utf-8")
 
 
 def train_val_split(data, val_fraction: float = 0.1):

@@ -5,17 +5,35 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.data import get_batch, load_corpus, train_val_split
+from helpers.data import CORPORA, get_batch, load_corpus, train_val_split
 
 
-def test_load_corpus_is_pydoc_topics_in_sorted_order():
-    from pydoc_data.topics import topics
+def test_load_corpus_is_the_frozen_file_whatever_the_python():
+    import hashlib
+    import sys
 
     text = load_corpus()
-    keys = sorted(topics)
-    assert text == "\n".join(topics[k] for k in keys)
-    assert text.startswith(topics[keys[0]]) and text.endswith(topics[keys[-1]])
-    assert len(text) > 100_000 and load_corpus("pydoc") == text
+    assert len(text) == 465_048 and text.count("\r") == 0
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == CORPORA["pydoc"][1]
+    assert load_corpus("pydoc") == text
+    if sys.version_info[:3] == (3, 11, 7):  # the file was made from this Python's module
+        from pydoc_data.topics import topics
+
+        assert text == "\n".join(topics[k] for k in sorted(topics))
+
+
+def test_load_corpus_refuses_a_changed_file(tmp_path, monkeypatch):
+    import helpers.data as data
+
+    (tmp_path / "pydoc_topics.txt").write_text(load_corpus()[:-1] + "X", encoding="utf-8")
+    monkeypatch.setattr(data, "DATA_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"corpus 'pydoc': data/pydoc_topics.txt has sha256 .* damaged"):
+        data.load_corpus()
+    (tmp_path / "pydoc_topics.txt").unlink()
+    with pytest.raises(ValueError, match="cannot read pydoc_topics.txt"):
+        data.load_corpus()
+    with pytest.raises(TypeError, match="name must be a str"):
+        data.load_corpus(1)
 
 
 def test_load_corpus_unknown_name_lists_valid_ones():

@@ -334,6 +334,36 @@ def check_no_author_paths(nb) -> list[str]:
     return problems
 
 
+# A float in scientific notation: the signature of a raw difference such as 8.94e-08.
+SCI_FLOAT = re.compile(r"(?<![\w.])([-+]?\d+(?:\.\d+)?[eE][-+]?\d+)\b")
+# ...unless it is a tolerance: "<= 1e-06", "≤ 1e-6", "< 1e-5", "atol=1e-6", "tol 1e-6".
+TOLERANCE_BEFORE = re.compile(r"(?:[<≤]=?|\btol\w*\s*[=:]?|\batol\s*=|\brtol\s*=|\beps\w*\s*[=:]?)\s*$", re.IGNORECASE)
+FRAGILE_BELOW = 1e-4
+
+
+def check_portable_floats(nb) -> list[str]:
+    """No raw tiny float in a compared output: it changes with the CPU (portable-output policy).
+
+    A number printed in scientific notation whose size is below 1e-4 (zero included: a
+    `0.00e+00` on one CPU is a `1.49e-07` on another) must be a tolerance ("≤ 1e-6") or sit
+    in a `# NBVAL_IGNORE_OUTPUT` cell, whose claim an assert then carries.
+    """
+    problems = []
+    for i, cell in _code_cells(nb):
+        if IGNORE_MARKER in cell.source.split("\n") or "nbval-ignore-output" in _tags(cell):
+            continue
+        for out in cell.get("outputs", []):
+            for where, text in _output_texts(out):
+                for m in SCI_FLOAT.finditer(text):
+                    if abs(float(m.group(1))) >= FRAGILE_BELOW or TOLERANCE_BEFORE.search(text[: m.start()]):
+                        continue
+                    context = text[max(0, m.start() - 40) : m.end() + 10].replace("\n", " ")
+                    problems.append(f"cell {i}: {where} output prints the raw tiny float {m.group(1)} "
+                                    f"(...{context}...); print a verdict with its tolerance, or ignore the "
+                                    "output and assert")
+    return problems
+
+
 def check_ignored_output_is_asserted(nb) -> list[str]:
     """An ignored output hides its claim from nbval: an assert right there must carry it.
 
@@ -443,6 +473,7 @@ CHECKS = [
     check_cells_nonempty_and_short,
     check_kernelspec,
     check_no_figure_writes,
+    check_portable_floats,
 ]
 
 
@@ -515,6 +546,7 @@ def _bad_notebook() -> nbformat.NotebookNode:
         nbformat.v4.new_output("execute_result", data={"text/plain": "<Figure size 600x300 with 1 Axes>"}),
     ]
     nb.cells[4].outputs = [nbformat.v4.new_output("stream", name="stdout", text="saved to /Users/bob/x.png\n")]
+    nb.cells[7].outputs = [nbformat.v4.new_output("stream", name="stdout", text="max abs diff 8.94e-08\n")]
     nb.metadata["kernelspec"] = {"display_name": "R", "language": "R", "name": "ir"}
     nb.metadata["language_info"] = {"name": "R", "path": "C:\\Users\\carol\\nb"}
     return nb
@@ -525,7 +557,10 @@ def test_self_test_good_notebook_passes_every_check():
     nb.cells[1].outputs = [
         nbformat.v4.new_output("display_data", data={"image/png": _png(150_000), "text/plain": "<Figure size 640x480 with 1 Axes>"})
     ]
-    nb.cells[3].outputs = [nbformat.v4.new_output("stream", name="stdout", text="see https://example.org/home/x and data/tmp/y\n")]
+    nb.cells[3].outputs = [nbformat.v4.new_output(
+        "stream", name="stdout",
+        text="see https://example.org/home/x and data/tmp/y\nmax abs diff ≤ 1e-06: equal; lr 3.0e-04; atol=1e-8\n")]
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="8.94e-08\n")]  # ignored cell
     for check in CHECKS:
         assert check(nb) == [], (check.__name__, check(nb))
 
@@ -561,6 +596,17 @@ def test_self_test_messages_name_the_cell_and_the_fault():
         "language_info name must be 'python'",
     ]:
         assert expected in joined, f"expected {expected!r} among:\n{joined}"
+
+
+def test_self_test_portable_floats_catches_each_fragile_form():
+    for text in ("diff 1.19e-07", "0.00e+00", "tensor([ 1.2e-08, -3.0e-09])", "err=-5e-05"):
+        nb = _notebook([("code", "x = 1")])
+        nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
+        assert check_portable_floats(nb), text
+    for text in ("lr 6.0e-04", "1e+03 steps", "≤ 1e-6", "tol=1e-07", "< 1e-05", "version 2e10x"):
+        nb = _notebook([("code", "x = 1")])
+        nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
+        assert not check_portable_floats(nb), text
 
 
 def test_self_test_assert_in_a_string_is_not_an_assert():
