@@ -7,8 +7,8 @@ from helpers.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from helpers.compare import check_close
 from helpers.checkpoint import load_checkpoint, save_checkpoint
+from helpers.compare import check_close
 from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.device import get_device, set_seed
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward

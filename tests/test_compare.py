@@ -48,3 +48,13 @@ def test_bad_values_are_named(bad):
         check_close("x", bad, 0.0)
     with pytest.raises(TypeError, match="label must be a str"):
         check_close(1, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("module", ["helpers.compare", "helpers.sampling", "helpers.widgets.throttle",
+                                    "helpers.widgets.next_token"])  # fmt: skip
+def test_doctests_of_the_new_modules(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
