@@ -10,7 +10,7 @@ NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.
 	test-portable portable-default portable-avx2
 
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed")'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (the pinned numpy 2.4 and matplotlib 3.11 need it)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
