@@ -25,6 +25,16 @@ from nbmeta import META_KEY, code_fingerprint  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+# What ipykernel reports, less the exact Python version (which would make a diff per machine):
+# with the rest already stored, opening a notebook in JupyterLab changes one key at most.
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+}
 
 
 def _deterministic_widget_ids(nb, name: str) -> None:
@@ -75,7 +85,7 @@ def execute(path: Path, timeout: int) -> float:
     _coalesce_streams(nb)
     nb.metadata = {
         "kernelspec": KERNELSPEC,
-        "language_info": {"name": "python"},
+        "language_info": LANGUAGE_INFO,
         META_KEY: {"code_sha256": code_fingerprint(nb)},
     }
     nbformat.validate(nb)
