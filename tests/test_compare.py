@@ -51,7 +51,7 @@ def test_bad_values_are_named(bad):
 
 
 @pytest.mark.parametrize("module", ["helpers.compare", "helpers.sampling", "helpers.widgets.throttle",
-                                    "helpers.widgets.next_token"])  # fmt: skip
+                                    "helpers.widgets.next_token", "helpers.widgets.gpt_attention"])  # fmt: skip
 def test_doctests_of_the_new_modules(module):
     import doctest
     import importlib

@@ -1,0 +1,214 @@
+"""Attention of a trained character GPT on the learner's own text: every layer and head at
+once, one of them large, and what makes up a single weight.
+
+Left: a grid of every layer × head (rows: layers); the selected head has a red frame.
+Middle: the selected head large, with the characters on both axes and the chosen
+(query, key) cell framed. Right: the chosen pre-softmax score split into its head-dimension
+terms, q_d · k_d / √hs, whose sum is the score; the title gives the score and the weight.
+
+Queries, keys and weights are read from the model's own attention modules with forward
+hooks (nothing is recomputed by a second implementation), and the weights are checked
+against ``GPT.attention_weights`` in the tests.
+
+Shapes: L layers, H heads, T characters (≤ block_size), hs = head size.
+    explorer.weights   (L, H, T, T)    softmax weights, causal
+    explorer.q, .k     (L, H, T, hs)   per-head queries and keys
+    explorer.terms     (hs,)           q_d k_d / √hs for the chosen cell; sums to the score
+
+Example:
+    >>> from helpers.models import GPT, GPTConfig
+    >>> from helpers.tokenizers import CharTokenizer
+    >>> tok = CharTokenizer.from_text("abc def")
+    >>> ex = gpt_attention_explorer(GPT(GPTConfig(tok.vocab_size, 16, 8, 2, 2)), tok, text="abcde")
+    >>> tuple(ex.weights.shape), tuple(ex.terms.shape)
+    ((2, 2, 5, 5), (4,))
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from helpers.models import GPT
+from helpers.plots import figure_to_png
+from helpers.tokenizers import CharTokenizer
+from helpers.validate import check_int
+from helpers.widgets.next_token import show_char
+from helpers.widgets.throttle import Throttle
+
+
+@torch.no_grad()
+def queries_and_keys(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-layer, per-head queries and keys of one sequence: ids (1, T) -> q, k (L, H, T, hs)."""
+    captured = []
+
+    def grab(module, args, kwargs):
+        query = args[0] if args else kwargs["query"]
+        key = args[1] if len(args) > 1 else kwargs.get("key", query)
+        captured.append((module, query, key))
+
+    hooks = [block.self_attn.register_forward_pre_hook(grab, with_kwargs=True) for block in model.blocks]
+    try:
+        model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    qs, ks = [], []
+    for attn, query, key in captured:
+        B, T, C = query.shape
+        qs.append(attn.q_proj(query).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0])  # (1,T,C) -> (H,T,hs)
+        ks.append(attn.k_proj(key).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0])  # (1,T,C) -> (H,T,hs)
+    return torch.stack(qs), torch.stack(ks)  # L x (H, T, hs) -> (L, H, T, hs)
+
+
+class GPTAttentionExplorer:
+    """Controls, figure and state; ``.widget`` is what Jupyter shows."""
+
+    def __init__(self, model: GPT, tokenizer: CharTokenizer, text: str, width: int, height: int, dpi: int = 80):
+        self.model, self.tokenizer, self.dpi = model.eval(), tokenizer, dpi
+        c = model.config
+        live = {"continuous_update": True, "style": {"description_width": "60px"},
+                "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
+        self.text = widgets.Text(value=text, description="text", continuous_update=True,
+                                 layout=widgets.Layout(width="98%"))  # fmt: skip
+        self.layer = widgets.IntSlider(value=c.n_layers - 1, min=0, max=c.n_layers - 1, description="layer", **live)
+        self.head = widgets.IntSlider(value=0, min=0, max=c.n_heads - 1, description="head", **live)
+        self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
+        self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
+        self.status = widgets.Label(value="")
+        self.figure = Figure(figsize=(width / dpi, height / dpi))
+        self.image = widgets.Image(format="png", width=width, height=height)
+        self._redraw = Throttle(self.update)
+        self._syncing = False
+        self.text.observe(self._on_text, names="value")
+        for control in (self.layer, self.head, self.query, self.key):
+            control.observe(self._on_control, names="value")
+        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
+        self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head, self.query, self.key], layout=row),
+                                    self.status, self.image])  # fmt: skip
+        self._run_model()
+        self.update()
+
+    @torch.no_grad()
+    def _run_model(self) -> None:
+        text = self.text.value
+        known = "".join(ch for ch in text if ch in self.tokenizer._stoi)
+        unknown = sorted(set(text) - set(known))
+        self.status.value = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
+        known = (known or self.tokenizer.chars[0])[-self.model.config.block_size :]
+        self.chars = list(known)
+        ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
+        self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
+        hs = self.q.shape[-1]
+        scores = self.q @ self.k.transpose(-2, -1) / math.sqrt(hs)  # (L, H, T, hs) @ (L, H, hs, T) -> (L, H, T, T)
+        T = len(self.chars)
+        future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # (T, T)
+        self.scores = scores.masked_fill(future, -math.inf)
+        self.weights = torch.softmax(self.scores, dim=-1)  # (L, H, T, T)
+        self._syncing = True  # move the position sliders without one redraw each
+        self.query.max = self.key.max = T - 1
+        self.query.value = T - 1
+        self.key.value = min(self.key.value, T - 1)
+        self._syncing = False
+        self._grid_stale = True
+
+    def _on_text(self, _change) -> None:
+        self._run_model()
+        self._redraw()
+
+    def _on_control(self, change) -> None:
+        if change["owner"] is self.query and self.key.value > self.query.value:
+            self._syncing = True
+            self.key.value = self.query.value  # a causal query cannot look ahead
+            self._syncing = False
+        if not self._syncing:
+            self._redraw()
+
+    def _draw_grid(self) -> None:
+        L, H = self.weights.shape[:2]
+        self.figure.clear()
+        outer = self.figure.add_gridspec(1, 3, width_ratios=[1.0, 1.25, 1.0], left=0.02, right=0.98,
+                                         bottom=0.14, top=0.9, wspace=0.25)  # fmt: skip
+        grid = outer[0].subgridspec(L, H, wspace=0.08, hspace=0.08)
+        self.thumbs = {}
+        for layer in range(L):
+            for h in range(H):
+                ax = self.figure.add_subplot(grid[layer, h])
+                ax.imshow(self.weights[layer, h].numpy(), cmap="Blues", vmin=0, vmax=1)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                self.thumbs[layer, h] = ax
+        self.ax_big = self.figure.add_subplot(outer[1])
+        self.ax_terms = self.figure.add_subplot(outer[2])
+        self.frame = None
+        self._grid_stale = False
+
+    def update(self) -> None:
+        """Redraw for the current controls (the grid only when the text changed)."""
+        start = time.perf_counter()
+        if self._grid_stale:
+            self._draw_grid()
+        layer, h, t, s = self.layer.value, self.head.value, self.query.value, self.key.value
+        if self.frame is not None:  # the frame is the selected thumbnail's spines
+            for spine in self.thumbs[self.frame].spines.values():
+                spine.set(edgecolor="black", linewidth=0.8)
+        self.frame = (layer, h)
+        for spine in self.thumbs[self.frame].spines.values():
+            spine.set(edgecolor="tab:red", linewidth=2.5)
+        labels = [show_char(ch) for ch in self.chars]
+        big = self.ax_big
+        big.clear()
+        big.imshow(self.weights[layer, h].numpy(), cmap="Blues", vmin=0, vmax=1)
+        big.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=2))
+        big.set_xticks(range(len(labels)), labels, fontsize=7)
+        big.set_yticks(range(len(labels)), labels, fontsize=7)
+        big.set_xlabel("key", fontsize=8)
+        big.set_ylabel("query", fontsize=8)
+        big.set_title(f"layer {layer}, head {h}", fontsize=10)
+        hs = self.q.shape[-1]
+        self.terms = self.q[layer, h, t] * self.k[layer, h, s] / math.sqrt(hs)  # (hs,) * (hs,) -> (hs,)
+        self.score = float(self.scores[layer, h, t, s])
+        self.weight = float(self.weights[layer, h, t, s])
+        tx = self.ax_terms
+        tx.clear()
+        colors = np.where(self.terms.numpy() >= 0, "tab:blue", "tab:red")
+        tx.bar(np.arange(hs), self.terms.numpy(), color=colors)
+        tx.axhline(0, color="0.4", linewidth=0.8)
+        tx.set_xlabel("head dimension d", fontsize=8)
+        tx.set_title(f"{labels[t]!s}→{labels[s]!s}: Σ q_d k_d/√{hs} = {self.score:.2f}, weight {self.weight:.2f}",
+                     fontsize=9)  # fmt: skip
+        self.image.value = figure_to_png(self.figure, dpi=self.dpi)
+        self.last_update_s = time.perf_counter() - start
+
+    def __repr__(self) -> str:
+        return (f"GPTAttentionExplorer(text={self.text.value[-30:]!r}, layer={self.layer.value}, head={self.head.value}, "
+                f"query={self.query.value}, key={self.key.value})")  # fmt: skip
+
+    def _repr_mimebundle_(self, **kwargs):
+        show = getattr(self.widget, "_repr_mimebundle_", None)
+        bundle = show(**kwargs) if callable(show) else {}
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,
+                           width: int = 960, height: int = 340) -> GPTAttentionExplorer:
+    """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc)."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a helpers GPT, got {type(model).__name__}")
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is "
+                         f"{model.config.vocab_size}")  # fmt: skip
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int("width", width, minimum=400)
+    check_int("height", height, minimum=200)
+    return GPTAttentionExplorer(model, tokenizer, text, width, height)

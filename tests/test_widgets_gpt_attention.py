@@ -1,0 +1,83 @@
+"""The trained-model attention explorer, driven headless."""
+
+import math
+
+import pytest
+import torch
+
+from helpers.models import GPT, GPTConfig
+from helpers.tokenizers import CharTokenizer
+from helpers.widgets.gpt_attention import gpt_attention_explorer, queries_and_keys
+
+TEXT = "def f(x):\n    return x + 1\n"
+
+
+@pytest.fixture(scope="module")
+def parts():
+    tok = CharTokenizer.from_text(TEXT)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(tok.vocab_size, block_size=16, d_model=16, n_heads=2, n_layers=2))
+    with torch.no_grad():  # sharper than the 0.02 init, so weights differ visibly between heads
+        for block in model.blocks:
+            block.self_attn.q_proj.weight.normal_(0, 0.5)
+            block.self_attn.k_proj.weight.normal_(0, 0.5)
+    return model, tok
+
+
+def test_weights_equal_the_models_own(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    with torch.no_grad():
+        expected = model.attention_weights(torch.tensor([tok.encode("return x")]))[:, 0]  # (L, H, T, T)
+    torch.testing.assert_close(ex.weights, expected, atol=1e-6, rtol=0)
+
+
+def test_terms_sum_to_the_score_and_the_weight_is_its_softmax(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    ex.layer.value, ex.head.value, ex.query.value, ex.key.value = 1, 1, 5, 2
+    assert math.isclose(float(ex.terms.sum()), ex.score, rel_tol=1e-5, abs_tol=1e-6)
+    row = ex.scores[1, 1, 5, :6]
+    assert math.isclose(ex.weight, float(torch.softmax(row, -1)[2]), rel_tol=1e-5)
+
+
+def test_query_cannot_look_ahead_and_controls_redraw(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    ex.key.value = 7
+    ex.query.value = 3
+    assert ex.key.value == 3  # moved back: a causal query sees keys 0..3 only
+    assert float(ex.weights[:, :, 3, 4:].sum()) == 0.0
+    png = ex.image.value
+    ex.head.value = 0 if ex.head.value else 1
+    assert ex.image.value != png
+
+
+def test_text_box_reruns_the_model_and_names_unknown_characters(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="def")
+    ex.text.value = "def 猫(x)"
+    assert "猫" in ex.status.value and ex.chars == list("def (x)")
+    assert ex.weights.shape[-1] == 7 and ex.query.max == 6
+    ex.text.value = TEXT * 2  # cropped to block_size
+    assert len(ex.chars) == model.config.block_size
+
+
+def test_queries_and_keys_leave_no_hooks(parts):
+    model, tok = parts
+    q, k = queries_and_keys(model, torch.tensor([tok.encode("def")]))
+    assert q.shape == k.shape == (2, 2, 3, 8)
+    assert all(not block.self_attn._forward_pre_hooks for block in model.blocks)
+
+
+@pytest.mark.parametrize(("kw", "err", "match"), [
+    ({"text": 1}, TypeError, "text"), ({"width": 10}, ValueError, "width"), ({"height": 10}, ValueError, "height"),
+])  # fmt: skip
+def test_bad_arguments_are_named(parts, kw, err, match):
+    model, tok = parts
+    with pytest.raises(err, match=match):
+        gpt_attention_explorer(model, tok, **kw)
+    with pytest.raises(TypeError, match="model"):
+        gpt_attention_explorer(None, tok)
+    with pytest.raises(ValueError, match="vocab_size"):
+        gpt_attention_explorer(model, CharTokenizer.from_text("ab"))
