@@ -1,0 +1,91 @@
+"""Redraw time of every control of every explorer, headless (a benchmark, not a test).
+
+    .venv/bin/python bench/bench_widgets.py [--repeats 15]
+
+Each control is moved through a few values; each move's redraw (compute + draw + PNG) is
+timed by the explorer itself (``last_update_s``) and the median and 90th percentile are
+printed per control. The trained-model explorers use the shipped pretrained character model
+when `helpers.load_pretrained` has it, otherwise an untrained GPT of the same size (the
+redraw cost does not depend on the weights). Results: bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers.data import load_corpus  # noqa: E402
+from helpers.device import set_seed  # noqa: E402
+from helpers.models import GPT, GPTConfig  # noqa: E402
+from helpers.tokenizers import CharTokenizer  # noqa: E402
+from helpers.widgets import (  # noqa: E402
+    attention_explorer,
+    gpt_attention_explorer,
+    next_token_explorer,
+    pe_explorer,
+)
+
+
+def char_model():
+    try:
+        from helpers import load_pretrained
+
+        return (*load_pretrained("char_gpt"), "pretrained")
+    except (ImportError, ValueError, OSError):
+        tok = CharTokenizer.from_text(load_corpus())
+        return GPT(GPTConfig(tok.vocab_size, block_size=64)), tok, "untrained"
+
+
+def time_control(ex, control, values, repeats: int) -> list[float]:
+    times = []
+    for value in itertools.islice(itertools.cycle(values), repeats):
+        control.value = value
+        times.append(ex.last_update_s)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    set_seed(0)
+    model, tok, kind = char_model()
+    pe = pe_explorer()
+    att = attention_explorer()
+    nt = next_token_explorer(model, tok, prompt="def __init__(self")
+    ga = gpt_attention_explorer(model, tok, text="def __init__(self):")
+    cases = [
+        ("pe", pe, c, vals) for c, vals in [
+            (pe.controls["seq_len"], [32, 64, 96]), (pe.controls["d_model"], [64, 128, 192]),
+            (pe.controls["base"], [100.0, 1000.0, 10000.0]), (pe.controls["dim"], [2, 10, 20]),
+            (pe.controls["position"], [8, 16, 24])]
+    ] + [
+        ("attention", att, c, vals) for c, vals in [
+            (att.sentence, list(att.sentence.options)), (att.head, [0, 1, 2, 3]),
+            (att.temperature, [0.5, 1.0, 2.0]), (att.causal, [True, False]), (att.query, [0, 1, 2])]
+    ] + [
+        ("next_token", nt, c, vals) for c, vals in [
+            (nt.temperature, [0.5, 1.0, 1.5]), (nt.top_k, [0, 5, 20]), (nt.top_p, [1.0, 0.9, 0.5]),
+            (nt.prompt, ["def __init__(self", "def __init__(sel", "import os\n"])]
+    ] + [
+        ("gpt_attention", ga, c, vals) for c, vals in [
+            (ga.layer, [0, 1, 2, 3]), (ga.head, [0, 1, 2, 3]), (ga.query, [18, 10, 5]), (ga.key, [0, 3, 5]),
+            (ga.text, ["def __init__(self):", "for x in range(10):", "import os"])]
+    ]  # fmt: skip
+    print(f"torch threads {torch.get_num_threads()}, trained-model explorers use the {kind} model")
+    print(f"{'explorer':14} {'control':14} {'median ms':>10} {'p90 ms':>8}")
+    for name, ex, control, values in cases:
+        times = sorted(time_control(ex, control, values, args.repeats))
+        label = control.description or type(control).__name__
+        print(f"{name:14} {label:14} {statistics.median(times) * 1e3:10.0f} {times[int(0.9 * (len(times) - 1))] * 1e3:8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
