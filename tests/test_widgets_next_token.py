@@ -108,3 +108,14 @@ def test_throttle_draws_the_last_value_inside_an_event_loop():
     assert drawn[0] == 1 and drawn[-1] == 10 and len(drawn) < 10  # fewer draws, the last value drawn
     with pytest.raises(ValueError, match="interval"):
         Throttle(lambda: None, interval=-1)
+
+
+def test_display_bundle_has_the_widget_the_picture_and_a_short_text(parts):
+    import base64
+
+    model, tok = parts
+    ex = next_token_explorer(model, tok, prompt="def f")
+    bundle = ex._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("NextTokenExplorer(prompt='def f'")
+    assert base64.b64decode(bundle["image/png"]) == ex.image.value
+    assert "application/vnd.jupyter.widget-view+json" in bundle

@@ -39,6 +39,7 @@ from helpers.models import GPT
 from helpers.plots import figure_to_png
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
+from helpers.widgets.base import Explorer
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
@@ -67,7 +68,7 @@ def queries_and_keys(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch
     return torch.stack(qs), torch.stack(ks)  # L x (H, T, hs) -> (L, H, T, hs)
 
 
-class GPTAttentionExplorer:
+class GPTAttentionExplorer(Explorer):
     """Controls, figure and state; ``.widget`` is what Jupyter shows."""
 
     def __init__(self, model: GPT, tokenizer: CharTokenizer, text: str, width: int, height: int, dpi: int = 80):
@@ -189,12 +190,6 @@ class GPTAttentionExplorer:
     def __repr__(self) -> str:
         return (f"GPTAttentionExplorer(text={self.text.value[-30:]!r}, layer={self.layer.value}, head={self.head.value}, "
                 f"query={self.query.value}, key={self.key.value})")  # fmt: skip
-
-    def _repr_mimebundle_(self, **kwargs):
-        show = getattr(self.widget, "_repr_mimebundle_", None)
-        bundle = show(**kwargs) if callable(show) else {}
-        bundle["text/plain"] = repr(self)
-        return bundle
 
 
 def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,

@@ -39,6 +39,7 @@ from helpers.plots import figure_to_png
 from helpers.sampling import next_token_probs
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
+from helpers.widgets.base import Explorer
 from helpers.widgets.throttle import Throttle
 
 VISIBLE = {"\n": "\\n", " ": "␣", "\t": "\\t"}
@@ -49,7 +50,7 @@ def show_char(c: str) -> str:
     return VISIBLE.get(c, c)
 
 
-class NextTokenExplorer:
+class NextTokenExplorer(Explorer):
     """Controls, figure and state of the explorer; ``.widget`` is what Jupyter shows."""
 
     def __init__(self, model, tokenizer, prompt: str, n_bars: int, window: int, seed: int,
@@ -157,13 +158,6 @@ class NextTokenExplorer:
     def __repr__(self) -> str:
         return (f"NextTokenExplorer(prompt={self.prompt.value[-30:]!r}, temperature={self.temperature.value:.2f}, "
                 f"top_k={self.top_k.value}, top_p={self.top_p.value:.2f})")  # fmt: skip
-
-    def _repr_mimebundle_(self, **kwargs):
-        # The widget's own text/plain would spell out the PNG bytes: keep ours short and stable.
-        show = getattr(self.widget, "_repr_mimebundle_", None)
-        bundle = show(**kwargs) if callable(show) else {}
-        bundle["text/plain"] = repr(self)
-        return bundle
 
 
 def next_token_explorer(model, tokenizer, prompt: str = "def ", *, n_bars: int = 12, window: int = 24,
