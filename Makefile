@@ -36,8 +36,9 @@ unit: install
 nbval: install
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
 
-# Portability check: strict nbval again with torch dispatched to other instruction sets and
-# another thread count, as on a learner's laptop or a teacher's CI runner. The stored outputs
+# Portability check: strict nbval again with torch dispatched to other instruction sets, another
+# thread count and MKL's other code path (MKL_CBWR=COMPATIBLE changes a matmul's last bits), as
+# on a learner's laptop or a teacher's CI runner. The stored outputs
 # must not change (policy: README, "Stored outputs that reproduce on any machine").
 # NB=notebooks/05_encoder_decoder.ipynb checks one notebook; make -j2 runs both variants at once.
 NB ?= notebooks
@@ -48,7 +49,7 @@ portable-default: install
 		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
 
 portable-avx2: install
-	ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
+	ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
 		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
 
 freshness: install
