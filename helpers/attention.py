@@ -71,7 +71,8 @@ def _check_qkv(q, k, v) -> None:
 def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, scale: float | None = None):
     """softmax(q kᵀ · scale + mask) v, step by step; returns ``(out, weights)``.
 
-    scale: multiplies the scores; None means 1/√d, d = q.shape[-1] (the head size).
+    scale: multiplies the scores; None means 1/√d, d = q.shape[-1] (the head size). It is
+        applied before the product (√scale to q and to k), so float16 scores do not overflow.
     A query row with no allowed key gets zero weights and a zero output, never NaN.
     """
     _check_qkv(q, k, v)
@@ -80,7 +81,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, 
         scale = 1.0 / math.sqrt(q.shape[-1])
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (0 < scale < math.inf):
         raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
+    # Scale before the product, √scale on each side as PyTorch's reference does: in float16,
+    # q·kᵀ itself can pass 65,504 (→ inf → NaN) while the scaled scores fit.
+    root = math.sqrt(scale)
+    scores = (q * root) @ (k * root).transpose(-2, -1)  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
     if mask is not None:
         mask = check_mask(mask, scores.shape)
         # -inf (not -1e9) gives exactly zero weight and cannot overflow in float16.

@@ -21,11 +21,18 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.validate import check_int
+
 
 def _as_2d_array(data, name: str) -> np.ndarray:
     if isinstance(data, torch.Tensor):
+        if data.is_complex():
+            raise TypeError(f"{name} must hold real numbers, got {data.dtype}")
         data = data.detach().to("cpu", torch.float64).numpy()
-    arr = np.asarray(data, dtype=np.float64)
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError) as e:  # numpy's message would not say which argument
+        raise TypeError(f"{name} must be a 2-D array of numbers (tensor, ndarray or nested lists): {e}") from None
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(arr.shape)}")
     return arr
@@ -93,6 +100,7 @@ def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
     """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    check_int("dpi", dpi, minimum=1)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
@@ -119,6 +127,11 @@ def loss_curves(
         steps, tr, va = list(history.eval_steps), list(history.train_loss), list(history.val_loss)
     except AttributeError as e:
         raise TypeError(f"history must have eval_steps, train_loss and val_loss (a History), got {type(history).__name__}") from e
+    if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, (int, float))):
+        raise TypeError(f"baseline must be a number or None, got {type(baseline).__name__}")
+    for name, values in (("eval_steps", steps), ("train_loss", tr), ("val_loss", va)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"history.{name} must hold numbers only")
     if not (len(steps) == len(tr) == len(va)) or not steps:
         raise ValueError(f"eval_steps, train_loss, val_loss must be non-empty and of equal length, got {len(steps)}, {len(tr)}, {len(va)}")
     if ax is None:
