@@ -36,6 +36,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
+import torch
+
 from helpers.tokenizers import check_ids, check_text, from_file, load_json, save_json
 from helpers.validate import check_int
 
@@ -74,13 +76,13 @@ class BPETokenizer:
     def __init__(self, merges: Sequence[Sequence[int]] = (), pattern: str | None = SPLIT_PATTERN):
         self.merges: list[tuple[int, int]] = []
         self.vocab: list[bytes] = [bytes([i]) for i in range(256)]
-        if isinstance(merges, (str, bytes)) or not isinstance(merges, Iterable):
+        if isinstance(merges, (str, bytes, torch.Tensor)) or not isinstance(merges, Iterable):
             raise TypeError(f"merges must be a list of pairs of ints, got {type(merges).__name__}")
         for k, m in enumerate(merges):
             if not isinstance(m, Sequence) or isinstance(m, str) or len(m) != 2 or any(isinstance(i, bool) or not isinstance(i, int) for i in m):
-                raise TypeError(f"merge {k} must be a pair of ints, got {m!r}")
+                raise TypeError(f"merges[{k}] must be a pair of ints, got {m!r}")
             if not all(0 <= i < 256 + k for i in m):
-                raise ValueError(f"merge {k} {tuple(m)} uses an id outside [0, {256 + k})")
+                raise ValueError(f"merges[{k}] {tuple(m)} uses an id outside [0, {256 + k})")
             self.merges.append((m[0], m[1]))
             self.vocab.append(self.vocab[m[0]] + self.vocab[m[1]])
         self._ranks = {pair: 256 + k for k, pair in enumerate(self.merges)}

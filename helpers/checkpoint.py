@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import io
 import numbers
 import pickle
 import re
@@ -93,19 +94,23 @@ def save_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
         "optimizer_type": type(optimizer).__name__ if optimizer is not None else None,
         "meta": meta,
     }
+    # Serialise and read back in memory first: a pickling error or what weights_only would
+    # refuse surfaces before the file is touched, and disk errors stay plain OSErrors (torch
+    # turns a failed write into an opaque "enforce fail" RuntimeError).
+    buffer = io.BytesIO()
+    try:
+        torch.save(payload, buffer)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:  # e.g. a lambda in extra state
+        raise ValueError(f"save_checkpoint refused to write {path}: the state cannot be pickled "
+                         f"({type(e).__name__}: {e}); store plain data only") from None
+    try:  # what load_checkpoint would refuse must not replace a good file
+        _read(io.BytesIO(buffer.getvalue()))
+    except ValueError as e:
+        reason = re.sub(r"^refused to load <[^>]*>: |<_io.BytesIO[^>]*>", "", str(e))
+        raise ValueError(f"save_checkpoint refused to write {path}: load_checkpoint could not read it back "
+                         f"({reason}); store plain data only") from None
     with atomic_write(path, "wb") as f:
-        try:
-            torch.save(payload, f)
-        except (pickle.PicklingError, TypeError, AttributeError) as e:  # e.g. a lambda in extra state
-            raise ValueError(f"save_checkpoint refused to write {path}: the state cannot be pickled "
-                             f"({type(e).__name__}: {e}); store plain data only") from None
-        f.flush()
-        try:  # what load_checkpoint would refuse must not replace a good file
-            _read(Path(f.name))
-        except ValueError as e:
-            reason = str(e).replace(f.name, "it").removeprefix("refused to load it: ")
-            raise ValueError(f"save_checkpoint refused to write {path}: load_checkpoint could not read it back "
-                             f"({reason}); store plain data only") from None
+        f.write(buffer.getbuffer())
     return path
 
 
@@ -191,8 +196,8 @@ def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     _check_fields(payload, path)
     saved_type = payload.get("optimizer_type")  # absent in files written before it was stored
     if optimizer is not None and saved_type is not None and saved_type != type(optimizer).__name__:
-        raise ValueError(f"{path} holds the state of an optimizer of class {saved_type}, but optimizer is a "
-                         f"{type(optimizer).__name__}")
+        raise ValueError(f"{path} holds the state of an optimizer of class {saved_type}, but the optimizer "
+                         f"passed is {type(optimizer).__name__}")
     _check_state(payload["model"], model, path)
     if optimizer is not None and payload["optimizer"] is None:
         raise ValueError(f"{path} holds no optimizer state, but an optimizer was passed")

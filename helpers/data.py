@@ -69,7 +69,7 @@ def train_val_split(data, val_fraction: float = 0.1):
     n = len(data)
     n_val = round(n * val_fraction)
     if n_val == 0 or n_val == n:
-        raise ValueError(f"val_fraction={val_fraction} of {n} items leaves an empty train or val part")
+        raise ValueError(f"val_fraction={val_fraction} of {n} items of data leaves an empty train or val part")
     return data[: n - n_val], data[n - n_val :]
 
 

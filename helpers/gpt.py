@@ -165,8 +165,8 @@ class GPT(nn.Module):
         check_int("max_new_tokens", max_new_tokens, minimum=0)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
             raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
-        if not 1e-4 <= temperature < math.inf:  # below, logits / temperature overflows to inf (NaN probs)
-            raise ValueError(f"temperature must be a finite number >= 1e-4 (use top_k=1 for greedy), got {temperature}")
+        if not 1e-4 <= temperature <= 1e6:  # below 1e-4, logits / temperature can overflow to inf (NaN probs)
+            raise ValueError(f"temperature must be in [1e-4, 1e6] (use top_k=1 for greedy), got {temperature}")
         if top_k is not None and not 1 <= check_int("top_k", top_k) <= self.config.vocab_size:
             raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}] or None, got {top_k}")
         if generator is not None and not isinstance(generator, torch.Generator):

@@ -37,7 +37,7 @@ _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
 def _check_activation(activation) -> str:
-    if activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
     return activation
 

@@ -104,16 +104,17 @@ class CharTokenizer:
     """One id per character; ids follow the sorted order of the characters."""
 
     def __init__(self, chars: Sequence[str]):
-        if not isinstance(chars, Iterable):
-            raise TypeError(f"chars must be a sequence of single characters, got {type(chars).__name__}")
-        chars = list(chars)
+        try:  # a 0-d tensor is an Iterable that cannot be iterated: ask, don't check
+            chars = list(chars)
+        except TypeError:
+            raise TypeError(f"chars must be a sequence of single characters, got {type(chars).__name__}") from None
         for c in chars:
             if not isinstance(c, str) or len(c) != 1:
-                raise ValueError(f"every vocabulary entry must be a single character, got {c!r}")
+                raise ValueError(f"every vocabulary entry (chars) must be a single character, got {c!r}")
         if len(set(chars)) != len(chars):
-            raise ValueError("the characters must be distinct")
+            raise ValueError("the characters (chars) must be distinct")
         if not chars:
-            raise ValueError("the vocabulary must contain at least one character")
+            raise ValueError("the vocabulary (chars) must contain at least one character")
         self.chars = chars
         self._stoi = {c: i for i, c in enumerate(chars)}
 
@@ -162,11 +163,11 @@ class WordTokenizer:
             raise TypeError(f"unk_token must be a str or None, got {type(unk_token).__name__}")
         for w in vocab:
             if not isinstance(w, str) or not w or w.split() != [w]:
-                raise ValueError(f"every vocabulary entry must be a non-empty word without spaces, got {w!r}")
+                raise ValueError(f"every vocabulary entry (vocab) must be a non-empty word without spaces, got {w!r}")
         if len(set(vocab)) != len(vocab):
-            raise ValueError("the vocabulary entries must be distinct")
+            raise ValueError("the vocabulary entries (vocab) must be distinct")
         if not vocab:
-            raise ValueError("the vocabulary must contain at least one word")
+            raise ValueError("the vocabulary (vocab) must contain at least one word")
         self.vocab = vocab
         self._stoi = {w: i for i, w in enumerate(vocab)}
         self.unk_token = unk_token if unk_token in self._stoi else None
@@ -175,12 +176,12 @@ class WordTokenizer:
     def from_texts(cls, texts: Iterable[str], specials: Sequence[str] = DEFAULT_SPECIALS,
                    unk_token: str | None = "<unk>") -> WordTokenizer:
         """Specials first (ids 0, 1, ...), then the other words in sorted order."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a list of strings, not a single str (wrap it in a list)")
         words = set()
-        for t in texts:
-            words.update(check_text("every element of texts", t).split())
+        for t in check_sequence("texts", texts):  # a single str is refused: wrap it in a list
+            words.update(t.split())
         specials = check_sequence("specials", specials)  # "<eos>" alone would give 5 one-letter specials
+        if not words and not specials:
+            raise ValueError("texts and specials hold no word: the vocabulary would be empty")
         return cls(specials + sorted(words - set(specials)), unk_token=unk_token)
 
     @property

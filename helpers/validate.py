@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import torch
 
 
 def check_int(name: str, value, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) and at least ``minimum``."""
+    """Return ``value`` if it is an int (not a bool), at least ``minimum`` and below 2**63.
+
+    2**63 and above overflow torch's int64 (an unnamed "Overflow when unpacking long").
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"{name} must fit in int64 (below 2**63 in size), got {value}")
     return value
 
 
@@ -73,9 +77,10 @@ def check_sequence(name: str, value, item=str) -> list:
     """Return ``value`` as a list, refusing a lone str (``"<eos>"`` would read as 5 one-character items)."""
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be a list of {item.__name__}, not a single {type(value).__name__} (wrap it in a list)")
-    if not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be a list of {item.__name__}, got {type(value).__name__}")
-    value = list(value)
+    try:  # a 0-d tensor is an Iterable that cannot be iterated: ask, don't check
+        value = list(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of {item.__name__}, got {type(value).__name__}") from None
     for i, v in enumerate(value):
         if not isinstance(v, item):
             raise TypeError(f"{name}[{i}] must be a {item.__name__}, got {type(v).__name__} ({v!r})")
