@@ -23,7 +23,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.font_manager import fontManager
 
-from helpers.plots import heatmap
+from helpers.plots import check_plot_args, heatmap
 
 # Checked in this order; the first one installed is used for CJK tick labels.
 CJK_FONTS = (
@@ -51,6 +51,7 @@ def _needs_cjk(text: str) -> bool:
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
     """Labels that draw without missing glyphs: the tokens themselves, or their pinyin."""
+    check_plot_args(tokens=tokens)
     if cjk_font() is not None:
         return [str(t) for t in tokens]
     return [
@@ -97,6 +98,7 @@ def draw_query_bars(ax, row, tokens: Sequence[str], *, title: str | None = None)
 
 def attention_heads_figure(weights, tokens: Sequence[str], *, figsize: tuple[float, float] | None = None) -> Figure:
     """One heatmap per head of ``weights`` (H, T_q, T_k) for a self-attention over ``tokens``."""
+    check_plot_args(tokens=tokens, **({} if figsize is None else {"figsize": figsize}))
     weights = _as_tensor("weights", weights)
     if weights.dim() != 3 or weights.shape[1:] != (len(tokens), len(tokens)):
         raise ValueError(

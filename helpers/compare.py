@@ -44,6 +44,8 @@ def check_close(label: str, actual, expected, atol: float = 1e-6, rtol: float = 
     """
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__}")
+    if not isinstance(quiet, bool):
+        raise TypeError(f"quiet must be a bool, got {type(quiet).__name__}")
     for name, tol in (("atol", atol), ("rtol", rtol)):
         if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not math.isfinite(tol) or tol < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}")

@@ -189,7 +189,7 @@ class WordTokenizer:
         return len(self.vocab)
 
     def token_to_id(self, token: str) -> int:
-        if token not in self._stoi:
+        if check_text("token", token) not in self._stoi:
             raise ValueError(f"token {token!r} is not in the vocabulary")
         return self._stoi[token]
 

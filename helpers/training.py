@@ -57,6 +57,8 @@ def _positive(name: str, value, *, integer: bool, allow_zero: bool = False) -> N
         raise TypeError(f"{name} must be {'an int' if integer else 'a number'}, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    if integer and value >= 2**63:
+        raise ValueError(f"{name} must be below 2**63, got {value}")
 
 
 @dataclass
@@ -133,6 +135,9 @@ def cosine_lr(step: int, config: TrainConfig) -> float:
 
     With ``min_lr=None`` the rate stays at ``lr`` after warm-up.
     """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    _positive("step", step, integer=True, allow_zero=True)
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     if config.min_lr is None:

@@ -47,14 +47,17 @@ from helpers import (
     load_checkpoint,
     save_checkpoint,
 )
-from helpers.attention_plots import attention_heads_figure
+from helpers.attention_plots import attention_heads_figure, token_labels
 from helpers.bpe import SPLIT_PATTERN
 from helpers.embeddings import TokenEmbedding
 from helpers.fileio import atomic_write
 from helpers.plots import figure_to_png, heatmap, loss_curves
 from helpers.tokenizers import check_ids
-from helpers.training import History, estimate_loss, train, train_step
+from helpers.positional import relative_rotation
+from helpers.training import History, cosine_lr, estimate_loss, train, train_step
+from helpers.widgets import attention_explorer, pe_explorer
 
+torch.set_num_threads(1)  # the project's rule; tiny ops are slower with threads on a busy machine
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 ID_DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
 BAD_ID_DTYPES = [torch.uint16, torch.uint32, torch.uint64]
@@ -822,8 +825,38 @@ API = {
     "TrainConfig": (TrainConfig, {"max_steps": 10, "lr": 1e-3, "min_lr": None, "warmup_steps": 0, "betas": (0.9, 0.99),
                                   "grad_clip": 1.0, "eval_interval": 5, "eval_iters": 2, "patience": None,
                                   "restore_best": False, "progress": False}),
-    "heatmap": (heatmap, {"data": [[1.0, 2.0]]}),
+    "heatmap": (heatmap, {"data": [[1.0, 2.0]], "title": None, "xticklabels": None, "cmap": "viridis", "vmin": None,
+                          "annotate": False, "fmt": "{:.2f}", "colorbar": True, "figsize": (2.0, 2.0)}),
     "figure_to_png": (figure_to_png, {"fig": heatmap([[1.0]]), "dpi": 20}),
+    "loss_curves": (loss_curves, {"history": History([0], [1.0], [1.0]), "baseline": None, "title": "t",
+                                  "show_steps": True, "figsize": (2.0, 2.0)}),
+    "attention_heads_figure": (attention_heads_figure, {"weights": torch.ones(1, 2, 2) / 2, "tokens": ["a", "b"],
+                                                        "figsize": None}),
+    "token_labels": (token_labels, {"tokens": ["a"]}),
+    "get_batch:device": (helpers.get_batch, {"data": torch.arange(20), "block_size": 4, "batch_size": 2,
+                                             "device": None}),
+    "count_parameters:flags": (helpers.count_parameters, {"model": nn.Linear(2, 2), "non_embedding": False,
+                                                          "trainable_only": False}),
+    "check_close:quiet": (helpers.check_close, {"label": "x", "actual": [1.0], "expected": [1.0], "quiet": True}),
+    "Transformer:flags": (Transformer, {"src_vocab": 11, "tgt_vocab": 11, "d_model": 8, "n_heads": 2, "n_layers": 1,
+                                        "d_ff": 16, "norm_first": False, "share_embeddings": False,
+                                        "tie_weights": False}),
+    "estimate_loss": (estimate_loss, {"model": nn.Linear(2, 2), "get_batch": lambda s: torch.zeros(2), "eval_iters": 1,
+                                      "loss_fn": lambda m, b: m(b).sum(), "splits": ("train",)}),
+    "cosine_lr": (cosine_lr, {"step": 0, "config": TrainConfig()}),
+    "pe_explorer": (pe_explorer, {"seq_len": 8, "d_model": 8, "base": 100.0, "dim": None, "position": None}),
+    "attention_explorer": (attention_explorer, {"sentences": ["a b"], "d_model": 8, "n_heads": 2, "seed": 0,
+                                                "width": 200, "height": 120}),
+    "MultiHeadAttention.from_torch": (MultiHeadAttention.from_torch, {"m": nn.MultiheadAttention(8, 2, batch_first=True)}),
+    "EncoderLayer.from_torch": (EncoderLayer.from_torch, {"m": nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)}),
+    "Encoder.from_torch": (Encoder.from_torch, {"m": nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1, enable_nested_tensor=False)}),
+    "relative_rotation": (relative_rotation, {"k": 1, "d_model": 4, "base": 10000.0}),
+    "GPT": (GPT, {"config": GPTConfig(11, 8, 8, 2, 1)}),
+    "BPETokenizer.decode": (BPETokenizer().decode, {"ids": [1]}),
+    "BPETokenizer.token_bytes": (BPETokenizer().token_bytes, {"i": 1}),
+    "WordTokenizer.token_to_id": (WordTokenizer(["a"]).token_to_id, {"token": "a"}),
+    "WordTokenizer.id_to_token": (WordTokenizer(["a"]).id_to_token, {"i": 0}),
 }
 SWEEP = [(name, param) for name, (_, base) in API.items() for param in base]
 
@@ -843,6 +876,8 @@ def test_hostile_argument_sweep(name, param):
         except Exception as e:  # noqa: BLE001 (that is the point: anything else is a failure)
             escaped.append(f"{bad!r}: {type(e).__name__}: {e}")
         else:
+            if isinstance(base[param], bool) and not isinstance(bad, bool):
+                escaped.append(f"{bad!r}: accepted for the flag {param} (a truthy str would be misread)")
             results = out if isinstance(out, tuple) else (out,)
             for r in results:
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and not torch.isfinite(r).all():
