@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.validate import check_int, check_probability, check_tensor
+from helpers.validate import check_bool, check_int, check_probability, check_tensor
 
 
 def check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Tensor:
@@ -71,7 +71,8 @@ def _check_qkv(q, k, v) -> None:
 def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, scale: float | None = None):
     """softmax(q kᵀ · scale + mask) v, step by step; returns ``(out, weights)``.
 
-    scale: multiplies the scores; None means 1/√d, d = q.shape[-1] (the head size).
+    scale: multiplies the scores; None means 1/√d, d = q.shape[-1] (the head size). It is
+        applied before the product (√scale to q and to k), so float16 scores do not overflow.
     A query row with no allowed key gets zero weights and a zero output, never NaN.
     """
     _check_qkv(q, k, v)
@@ -80,7 +81,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, 
         scale = 1.0 / math.sqrt(q.shape[-1])
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (0 < scale < math.inf):
         raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
+    # Scale before the product, √scale on each side as PyTorch's reference does: in float16,
+    # q·kᵀ itself can pass 65,504 (→ inf → NaN) while the scaled scores fit. Half-precision
+    # scores and softmax are computed in float32 (as PyTorch's CPU kernels do), then cast back.
+    root, dtype = math.sqrt(scale), q.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        q, k = q.float(), k.float()
+    scores = (q * root) @ (k * root).transpose(-2, -1)  # (..., T_q, d) @ (..., d, T_k) -> (..., T_q, T_k)
     if mask is not None:
         mask = check_mask(mask, scores.shape)
         # -inf (not -1e9) gives exactly zero weight and cannot overflow in float16.
@@ -88,7 +95,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, 
         any_allowed = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
         # Rows with nothing allowed would be softmax(-inf, ..., -inf) = NaN: compute on 0s, then zero them.
         scores = torch.where(any_allowed, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
-    weights = torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores, dim=-1).to(dtype)
     if mask is not None:
         weights = weights.masked_fill(~any_allowed, 0.0)
     if dropout_p > 0.0:
@@ -124,6 +131,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout = check_probability("dropout", dropout)
+        check_bool("bias", bias)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -140,6 +148,8 @@ class MultiHeadAttention(nn.Module):
             allowed key gives a zero attention output (so ``out_proj.bias``), never NaN.
         is_causal: add the causal mask (query t sees keys 0..t).
         """
+        check_bool("return_weights", return_weights)
+        check_bool("is_causal", is_causal)  # a truthy string such as "no" would turn the mask on
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model or t.shape[1] < 1:

@@ -23,7 +23,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.font_manager import fontManager
 
-from helpers.plots import heatmap
+from helpers.plots import check_plot_args, heatmap
 
 # Checked in this order; the first one installed is used for CJK tick labels.
 CJK_FONTS = (
@@ -51,6 +51,7 @@ def _needs_cjk(text: str) -> bool:
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
     """Labels that draw without missing glyphs: the tokens themselves, or their pinyin."""
+    check_plot_args(tokens=tokens)
     if cjk_font() is not None:
         return [str(t) for t in tokens]
     return [
@@ -66,6 +67,13 @@ def style_token_ticks(ax) -> None:
             label.set_fontfamily([font, "DejaVu Sans"])
 
 
+def _as_tensor(name: str, value) -> torch.Tensor:
+    try:
+        return torch.as_tensor(value).detach().to("cpu", torch.float64)
+    except (TypeError, ValueError, RuntimeError) as e:  # torch's message would not name the argument
+        raise TypeError(f"{name} must be numbers (a tensor, array or nested lists): {e}") from None
+
+
 def draw_weights(ax, weights, tokens: Sequence[str], *, title: str | None = None, annotate: bool = True) -> None:
     """One (T_q, T_k) weight matrix on ``ax``: rows are queries, columns keys, scale 0..1."""
     labels = token_labels(tokens)
@@ -76,7 +84,7 @@ def draw_weights(ax, weights, tokens: Sequence[str], *, title: str | None = None
 
 def draw_query_bars(ax, row, tokens: Sequence[str], *, title: str | None = None) -> None:
     """The weights of one query over the keys as bars (they sum to 1 unless all are masked)."""
-    row = torch.as_tensor(row).detach().to("cpu", torch.float64)
+    row = _as_tensor("row", row)
     if row.dim() != 1 or row.numel() != len(tokens):
         raise ValueError(f"row must have shape ({len(tokens)},) (one weight per token), got {tuple(row.shape)}")
     ax.bar(range(len(tokens)), row.numpy(), color="tab:blue")
@@ -90,7 +98,8 @@ def draw_query_bars(ax, row, tokens: Sequence[str], *, title: str | None = None)
 
 def attention_heads_figure(weights, tokens: Sequence[str], *, figsize: tuple[float, float] | None = None) -> Figure:
     """One heatmap per head of ``weights`` (H, T_q, T_k) for a self-attention over ``tokens``."""
-    weights = torch.as_tensor(weights).detach()
+    check_plot_args(tokens=tokens, **({} if figsize is None else {"figsize": figsize}))
+    weights = _as_tensor("weights", weights)
     if weights.dim() != 3 or weights.shape[1:] != (len(tokens), len(tokens)):
         raise ValueError(
             f"weights must have shape (H, {len(tokens)}, {len(tokens)}) for {len(tokens)} tokens, "

@@ -33,16 +33,22 @@ from __future__ import annotations
 import heapq
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from helpers.tokenizers import check_ids, check_text, load_json, save_json
+import torch
+
+from helpers.tokenizers import check_ids, check_text, from_file, load_json, save_json
 from helpers.validate import check_int
 
 # Letters, digits and everything else (punctuation, symbols, "_") each form runs, optionally
 # after one space; whitespace runs leave their last space to the next word (as GPT-2 does).
 # The five classes cover every character, so the chunks always add up to the text.
 SPLIT_PATTERN = r" ?[^\W\d_]+| ?\d+| ?(?:_|[^\w\s])+|\s+(?!\S)|\s+"
+# The only patterns `BPETokenizer.load` accepts: a file is untrusted, and a regex from it with
+# catastrophic backtracking (e.g. "(a+)+$") would make encode take exponential time.
+KNOWN_PATTERNS = (SPLIT_PATTERN, None)
+MAX_FILE_TOKEN_BYTES = 1 << 16  # a merge (k, k) doubles a token: 40 such lines would need 2**40 bytes
 _CACHE_LIMIT = 100_000
 
 
@@ -70,11 +76,13 @@ class BPETokenizer:
     def __init__(self, merges: Sequence[Sequence[int]] = (), pattern: str | None = SPLIT_PATTERN):
         self.merges: list[tuple[int, int]] = []
         self.vocab: list[bytes] = [bytes([i]) for i in range(256)]
+        if isinstance(merges, (str, bytes, torch.Tensor)) or not isinstance(merges, Iterable):
+            raise TypeError(f"merges must be a list of pairs of ints, got {type(merges).__name__}")
         for k, m in enumerate(merges):
-            if len(m) != 2 or any(isinstance(i, bool) or not isinstance(i, int) for i in m):
-                raise TypeError(f"merge {k} must be a pair of ints, got {m!r}")
+            if not isinstance(m, Sequence) or isinstance(m, str) or len(m) != 2 or any(isinstance(i, bool) or not isinstance(i, int) for i in m):
+                raise TypeError(f"merges[{k}] must be a pair of ints, got {m!r}")
             if not all(0 <= i < 256 + k for i in m):
-                raise ValueError(f"merge {k} {tuple(m)} uses an id outside [0, {256 + k})")
+                raise ValueError(f"merges[{k}] {tuple(m)} uses an id outside [0, {256 + k})")
             self.merges.append((m[0], m[1]))
             self.vocab.append(self.vocab[m[0]] + self.vocab[m[1]])
         self._ranks = {pair: 256 + k for k, pair in enumerate(self.merges)}
@@ -186,5 +194,29 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path) -> BPETokenizer:
+        """Read a file written by `save`. Its ``pattern`` must be one of `KNOWN_PATTERNS` (a regex
+        from a file could hang ``encode``) and no token may exceed `MAX_FILE_TOKEN_BYTES`;
+        anything else raises ValueError naming the file and the field."""
         data = load_json(path, "bpe", ["pattern", "merges"])
-        return cls(data["merges"], pattern=data["pattern"])
+        if not any(data["pattern"] == p and type(data["pattern"]) is type(p) for p in KNOWN_PATTERNS):
+            raise ValueError(f"{path} is damaged or foreign: field 'pattern' is not one of the known split "
+                             "patterns (helpers.bpe.KNOWN_PATTERNS); a regex from a file is not trusted, as "
+                             "one with catastrophic backtracking would make encode hang")
+        merges = from_file(path, "merges", lambda: _check_file_merges(data["merges"]))
+        return from_file(path, "merges", lambda: cls(merges, pattern=data["pattern"]))
+
+
+def _check_file_merges(merges) -> list:
+    """Token lengths of a file's merges, checked on ints before any bytes are built."""
+    if not isinstance(merges, list):
+        raise TypeError(f"merges must be a list of pairs of ints, got {type(merges).__name__}")
+    lengths, total = [1] * 256, 256
+    for k, m in enumerate(merges):
+        if not isinstance(m, list) or len(m) != 2 or not all(type(i) is int and 0 <= i < 256 + k for i in m):
+            raise ValueError(f"merge {k} must be a pair of ints in [0, {256 + k}), got {m!r}")
+        lengths.append(lengths[m[0]] + lengths[m[1]])
+        total += lengths[-1]
+        if lengths[-1] > MAX_FILE_TOKEN_BYTES or total > 1 << 28:
+            raise ValueError(f"merge {k} makes a token of {lengths[-1]} bytes, {total} in all (limits "
+                             f"{MAX_FILE_TOKEN_BYTES} and {1 << 28})")
+    return merges

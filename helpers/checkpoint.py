@@ -18,60 +18,99 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
+import io
+import numbers
 import pickle
 import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
+
+from helpers.fileio import atomic_write, check_path
 
 FORMAT = "helpers-checkpoint/1"
 _PLAIN = (bool, int, float, str, type(None), torch.Tensor)
 
 
-def _check_plain(name: str, value) -> None:
-    """Meta values must survive ``weights_only=True``: plain data, no objects."""
+def _check_plain(name: str, value):
+    """Meta values must survive ``weights_only=True``: plain data, no objects.
+
+    Returns the value converted to plain types: a numpy scalar (``np.mean(losses)``) or an
+    int/float/str subclass (an Enum) becomes the int/float/str it stands for, a tuple/list/dict
+    subclass the plain container, a dataclass a dict. Anything else raises TypeError naming it.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
     if isinstance(value, dict):
+        out = {}
         for k, v in value.items():
-            if not isinstance(k, (str, int)):
+            k = _check_plain(f"{name} key {k!r}", k)
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError(f"meta key {k!r} in {name} must be a str or int")
-            _check_plain(f"{name}[{k!r}]", v)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            _check_plain(f"{name}[{i}]", v)
-    elif not isinstance(value, _PLAIN):
-        raise TypeError(
-            f"meta value {name} is a {type(value).__name__}; store plain data (numbers, str, "
-            "lists, dicts, tensors), e.g. dataclasses.asdict(config)"
-        )
+            out[k] = _check_plain(f"{name}[{k!r}]", v)
+        return out
+    if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+        items = [_check_plain(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)  # a str subclass (e.g. a str Enum) -> its plain str value
+    if value is None or isinstance(value, (torch.Tensor, torch.Size)):
+        return value
+    raise TypeError(
+        f"meta value {name} is a {type(value).__name__}; store plain data (numbers, str, "
+        "lists, dicts, tensors), e.g. dataclasses.asdict(config)"
+    )
 
 
 def save_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, **meta) -> Path:
     """Write ``model``'s (and ``optimizer``'s) state and ``meta`` to ``path``; returns the path.
 
-    Dataclass values in ``meta`` (e.g. a model config) are stored as dicts. The file is
-    written to a temporary name first, so an interrupted save never leaves a half file.
+    ``meta`` holds plain data: numbers, str, None, tensors, and lists/tuples/dicts of them.
+    Dataclasses become dicts, numpy scalars and Enum members the plain number or str they
+    stand for. Save refuses (ValueError/TypeError) anything `load_checkpoint` would refuse,
+    e.g. a class instance in ``meta`` or in a module's extra state: the file is read back
+    with ``weights_only=True`` before it replaces ``path``. The write is atomic
+    (`helpers.fileio.atomic_write`): a failed save leaves the old file intact and no temp file.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
-    meta = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
-            for k, v in meta.items()}
-    _check_plain("meta", meta)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = _check_plain("meta", meta)
+    path = check_path("path", path)
     payload = {
         "format": FORMAT,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "optimizer_type": type(optimizer).__name__ if optimizer is not None else None,
         "meta": meta,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    # Serialise and read back in memory first: a pickling error or what weights_only would
+    # refuse surfaces before the file is touched, and disk errors stay plain OSErrors (torch
+    # turns a failed write into an opaque "enforce fail" RuntimeError).
+    buffer = io.BytesIO()
+    try:
+        torch.save(payload, buffer)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:  # e.g. a lambda in extra state
+        raise ValueError(f"save_checkpoint refused to write {path}: the state cannot be pickled "
+                         f"({type(e).__name__}: {e}); store plain data only") from None
+    try:  # what load_checkpoint would refuse must not replace a good file
+        _read(io.BytesIO(buffer.getvalue()))
+    except ValueError as e:
+        reason = re.sub(r"^refused to load <[^>]*>: |<_io.BytesIO[^>]*>", "", str(e))
+        raise ValueError(f"save_checkpoint refused to write {path}: load_checkpoint could not read it back "
+                         f"({reason}); store plain data only") from None
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getbuffer())
     return path
 
 
@@ -112,7 +151,8 @@ def _check_state(saved: dict, model: nn.Module, path: Path) -> None:
     missing = sorted(set(expected) - set(saved))
     unexpected = sorted(set(saved) - set(expected))
     shapes = [f"{k}: checkpoint {tuple(saved[k].shape)} vs model {tuple(expected[k].shape)}"
-              for k in expected if k in saved and saved[k].shape != expected[k].shape]
+              for k in expected if k in saved and isinstance(saved[k], torch.Tensor)  # not extra state
+              and isinstance(expected[k], torch.Tensor) and saved[k].shape != expected[k].shape]
     problems = []
     for label, items in (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", shapes)):
         if items:
@@ -122,20 +162,42 @@ def _check_state(saved: dict, model: nn.Module, path: Path) -> None:
         raise ValueError(f"{path} does not fit this model (was it built with another config?): " + "; ".join(problems))
 
 
+def _check_fields(payload: dict, path: Path) -> None:
+    """A file with the right marker can still be damaged: name the field that is wrong."""
+    for key, kinds in (("model", dict), ("optimizer", (dict, type(None))), ("meta", dict),
+                       ("optimizer_type", (str, type(None)))):
+        if key != "optimizer_type" and key not in payload:
+            raise ValueError(f"{path} is damaged: its field {key!r} is missing")
+        if not isinstance(payload.get(key), kinds):
+            raise ValueError(f"{path} is damaged: its field {key!r} is a {type(payload.get(key)).__name__}")
+    bad = [k for k, v in payload["model"].items() if not isinstance(k, str)]
+    if bad:
+        raise ValueError(f"{path} is damaged: field 'model' has non-str key(s) {bad[:3]}")
+
+
 def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict:
     """Load weights into ``model`` (and state into ``optimizer``); returns the saved ``meta``.
 
     Raises:
         FileNotFoundError: no file at ``path``.
+        TypeError: ``model`` / ``optimizer`` / ``path`` of the wrong kind.
         ValueError: the file is corrupt or truncated, carries pickled code, was not
-            written by `save_checkpoint`, or does not match the model / optimizer.
+            written by `save_checkpoint`, has a damaged field, or does not match the model /
+            optimizer (including an optimizer of another class than the one saved).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    path = Path(path)
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
+    path = check_path("path", path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint file at {path}")
     payload = _read(path)
+    _check_fields(payload, path)
+    saved_type = payload.get("optimizer_type")  # absent in files written before it was stored
+    if optimizer is not None and saved_type is not None and saved_type != type(optimizer).__name__:
+        raise ValueError(f"{path} holds the state of an optimizer of class {saved_type}, but the optimizer "
+                         f"passed is {type(optimizer).__name__}")
     _check_state(payload["model"], model, path)
     if optimizer is not None and payload["optimizer"] is None:
         raise ValueError(f"{path} holds no optimizer state, but an optimizer was passed")

@@ -44,9 +44,12 @@ def check_close(label: str, actual, expected, atol: float = 1e-6, rtol: float = 
     """
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__}")
+    if not isinstance(quiet, bool):
+        raise TypeError(f"quiet must be a bool, got {type(quiet).__name__}")
     for name, tol in (("atol", atol), ("rtol", rtol)):
         if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not math.isfinite(tol) or tol < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {tol!r}")
+    atol, rtol = float(atol), float(rtol)  # a huge int would overflow inside torch
     a, e = _as_float64("actual", actual), _as_float64("expected", expected)
     if a.shape != e.shape:
         raise ValueError(f"{label}: actual has shape {tuple(a.shape)}, expected has shape {tuple(e.shape)}")

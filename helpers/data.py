@@ -69,7 +69,7 @@ def train_val_split(data, val_fraction: float = 0.1):
     n = len(data)
     n_val = round(n * val_fraction)
     if n_val == 0 or n_val == n:
-        raise ValueError(f"val_fraction={val_fraction} of {n} items leaves an empty train or val part")
+        raise ValueError(f"val_fraction={val_fraction} of {n} items of data leaves an empty train or val part")
     return data[: n - n_val], data[n - n_val :]
 
 
@@ -94,5 +94,8 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, device=None,
     data = data.to("cpu", torch.int64)
     x, y = data[idx], data[idx + 1]  # (B, T) each
     if device is not None:
-        x, y = x.to(device), y.to(device)
+        try:  # torch's errors for "gpu" or an absent CUDA do not say which argument was wrong
+            x, y = x.to(device), y.to(device)
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise ValueError(f"device {device!r} is not a usable device here (e.g. 'cpu', 'cuda'): {e}") from None
     return x, y

@@ -57,7 +57,7 @@ def set_seed(seed: int, threads: int | None = 1) -> None:
     if not 0 <= seed < 2**32:
         raise ValueError(f"seed must be in [0, 2**32), got {seed}")
     if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads < 2**31:
             raise ValueError(f"threads must be a positive int or None, got {threads!r}")
         torch.set_num_threads(threads)
     random.seed(seed)

@@ -25,12 +25,17 @@ from helpers.validate import check_int, check_tensor
 
 
 def check_token_ids(ids, vocab_size: int, name: str = "ids") -> torch.Tensor:
-    """Raise a clear error unless ``ids`` is an integer tensor with values in [0, vocab_size)."""
+    """Raise a clear error unless ``ids`` is an integer tensor with values in [0, vocab_size).
+
+    Returns ``ids`` as int64: int8, int16, int32, int64 and uint8 are accepted (what
+    `nn.Embedding` and `F.cross_entropy` need is int64); uint16/32/64, float and bool
+    tensors raise TypeError naming ``name``.
+    """
     check_tensor(name, ids, floating=False)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
         raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}) of size {vocab_size}")
-    return ids
+    return ids.long()
 
 
 class TokenEmbedding(nn.Module):
@@ -50,7 +55,7 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(ids, self.vocab_size)
+        ids = check_token_ids(ids, self.vocab_size)  # any integer dtype -> int64
         return self.embedding(ids) * self.scale  # (B, T) -> (B, T, C)
 
     def extra_repr(self) -> str:

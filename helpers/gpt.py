@@ -34,13 +34,13 @@ from torch import nn
 from helpers.embeddings import check_token_ids
 from helpers.layers import EncoderLayer
 from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from helpers.validate import check_int, check_probability, check_tensor
+from helpers.validate import Revalidated, check_int, check_probability, check_tensor
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (F.cross_entropy's default)
 
 
 @dataclass
-class GPTConfig:
+class GPTConfig(Revalidated):  # an edit after construction is validated again (or undone)
     vocab_size: int  # V: number of distinct token ids
     block_size: int  # longest context the model sees (T ≤ block_size)
     d_model: int = 128  # C: width of the residual stream
@@ -126,7 +126,7 @@ class GPT(nn.Module):
         ``targets`` (B, T) are the next tokens; entries equal to -100 are ignored (at least one
         must count: a mean over none would be NaN).
         """
-        self._check_idx(idx)
+        idx = self._check_idx(idx)  # any integer dtype -> int64
         if targets is not None:
             check_tensor("targets", targets, ndim=2, floating=False)
             if targets.shape != idx.shape:
@@ -135,6 +135,7 @@ class GPT(nn.Module):
             if counted.numel() == 0:  # the mean over no targets is 0/0 = NaN
                 raise ValueError(f"targets must hold at least one token that is not {IGNORE_INDEX} (ignored)")
             check_token_ids(counted, self.config.vocab_size, name="targets")
+            targets = targets.long()  # F.cross_entropy needs int64 targets
         x, _ = self._trunk(idx, return_weights=False)
         logits = self.head(x)  # (B, T, C) -> (B, T, V)
         if targets is None:
@@ -144,7 +145,7 @@ class GPT(nn.Module):
 
     def attention_weights(self, idx: torch.Tensor) -> torch.Tensor:
         """The causal self-attention weights of every block and head: (B, T) -> (L, B, H, T, T)."""
-        self._check_idx(idx)
+        idx = self._check_idx(idx)
         _, weights = self._trunk(idx, return_weights=True)
         return torch.stack(weights)  # L x (B, H, T, T) -> (L, B, H, T, T)
 
@@ -164,8 +165,8 @@ class GPT(nn.Module):
         check_int("max_new_tokens", max_new_tokens, minimum=0)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
             raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
-        if not (temperature > 0 and math.isfinite(temperature)):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        if not 1e-4 <= temperature <= 1e6:  # below 1e-4, logits / temperature can overflow to inf (NaN probs)
+            raise ValueError(f"temperature must be in [1e-4, 1e6] (use top_k=1 for greedy), got {temperature}")
         if top_k is not None and not 1 <= check_int("top_k", top_k) <= self.config.vocab_size:
             raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}] or None, got {top_k}")
         if generator is not None and not isinstance(generator, torch.Generator):

@@ -31,13 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import MultiHeadAttention, check_mask
-from helpers.validate import check_int, check_probability, check_tensor
+from helpers.validate import check_bool, check_int, check_positive, check_probability, check_tensor
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
 def _check_activation(activation) -> str:
-    if activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
     return activation
 
@@ -58,8 +58,30 @@ def _copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
 
 
 def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm) -> None:
-    dst.weight.copy_(src.weight)
-    dst.bias.copy_(src.bias)
+    # A torch norm built with bias=False (or elementwise_affine=False) has None there: the
+    # same function as our gain 1 / shift 0.
+    for ours, theirs, default in ((dst.weight, src.weight, 1.0), (dst.bias, src.bias, 0.0)):
+        if theirs is None:
+            ours.fill_(default)
+        else:
+            ours.copy_(theirs)
+
+
+def check_input(name: str, x, module: nn.Module, d_model: int) -> torch.Tensor:
+    """``x`` must be a float tensor (B, T>=1, d_model) of the module's dtype: named errors, not torch's."""
+    check_tensor(name, x, ndim=3, floating=True)
+    if x.shape[-1] != d_model or x.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (B, T>=1, d_model={d_model}), got {tuple(x.shape)}")
+    dtype = next(module.parameters()).dtype
+    if x.dtype != dtype:
+        raise TypeError(f"{name} must have the layer's dtype {dtype}, got {x.dtype}")
+    return x
+
+
+def _check_layer_args(norm_first, layer_norm_eps, bias) -> None:
+    check_bool("norm_first", norm_first)
+    check_positive("layer_norm_eps", layer_norm_eps)  # eps <= 0 gives NaN on a constant row
+    check_bool("bias", bias)
 
 
 class FeedForward(nn.Module):
@@ -70,11 +92,18 @@ class FeedForward(nn.Module):
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.d_ff = check_int("d_ff", d_ff, minimum=1)
         self.activation = _check_activation(activation)
+        check_bool("bias", bias)
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., C) float of the layer's dtype -> (..., C)."""
+        check_tensor("x", x, floating=True)
+        if x.dim() < 1 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have width d_model={self.d_model} in its last dimension, got {tuple(x.shape)}")
+        if x.dtype != self.linear1.weight.dtype:
+            raise TypeError(f"x must have the layer's dtype {self.linear1.weight.dtype}, got {x.dtype}")
         h = _ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, C) -> (B, T, d_ff)
         return self.linear2(self.dropout(h))  # (B, T, d_ff) -> (B, T, C)
 
@@ -98,6 +127,7 @@ class EncoderLayer(nn.Module):
     ):
         super().__init__()
         check_probability("dropout", dropout)
+        _check_layer_args(norm_first, layer_norm_eps, bias)
         self.norm_first = bool(norm_first)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
@@ -113,6 +143,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x, mask=None, is_causal: bool = False, return_weights: bool = False):
         """x (B, T, C) -> (B, T, C); with ``return_weights`` also the attention weights (B, H, T, T)."""
+        check_input("x", x, self, self.self_attn.d_model)  # pre-LN: norm1 would fail first, unnamed
         if self.norm_first:
             a, w = self._sa(self.norm1(x), mask, is_causal, return_weights)
             x = x + a
@@ -158,6 +189,7 @@ class DecoderLayer(nn.Module):
     ):
         super().__init__()
         check_probability("dropout", dropout)
+        _check_layer_args(norm_first, layer_norm_eps, bias)
         self.norm_first = bool(norm_first)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
@@ -182,8 +214,8 @@ class DecoderLayer(nn.Module):
         adds the causal mask to the self-attention. With ``return_weights`` returns
         ``(x, self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
         """
-        check_tensor("x", x, ndim=3, floating=True)
-        check_tensor("memory", memory, ndim=3, floating=True)
+        check_input("x", x, self, self.self_attn.d_model)
+        check_input("memory", memory, self, self.self_attn.d_model)
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.n_heads
         if self_mask is not None:  # named here: inside, both masks are just the attention's "mask"
             check_mask(self_mask, torch.Size((B, H, T, T)), "self_mask")

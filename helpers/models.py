@@ -17,6 +17,7 @@ from helpers.attention import MultiHeadAttention
 from helpers.gpt import GPT, GPTConfig
 from helpers.layers import FeedForward
 from helpers.transformer import AttentionWeights, Transformer
+from helpers.validate import check_bool
 
 __all__ = ["Transformer", "AttentionWeights", "GPTConfig", "GPT", "count_parameters", "parameter_breakdown"]
 
@@ -41,6 +42,8 @@ def count_parameters(model: nn.Module, non_embedding: bool = False, trainable_on
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    check_bool("non_embedding", non_embedding)
+    check_bool("trainable_only", trainable_only)
     params = _unique(model.parameters())
     if trainable_only:
         params = [p for p in params if p.requires_grad]

@@ -8,6 +8,7 @@ it as the cell's last expression or with `display(fig)`.
 from __future__ import annotations
 
 import io
+import numbers
 from collections.abc import Sequence
 
 import matplotlib
@@ -21,14 +22,50 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.validate import check_int
+
 
 def _as_2d_array(data, name: str) -> np.ndarray:
     if isinstance(data, torch.Tensor):
+        if data.is_complex():
+            raise TypeError(f"{name} must hold real numbers, got {data.dtype}")
         data = data.detach().to("cpu", torch.float64).numpy()
-    arr = np.asarray(data, dtype=np.float64)
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError) as e:  # numpy's message would not say which argument
+        raise TypeError(f"{name} must be a 2-D array of numbers (tensor, ndarray or nested lists): {e}") from None
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(arr.shape)}")
     return arr
+
+
+def check_plot_args(**args) -> None:
+    """Named errors for the usual keyword arguments (matplotlib's would not say which one).
+
+    Knows: figsize (two positive numbers), title/xlabel/ylabel/fmt/baseline_label (str or
+    None), vmin/vmax (number or None), cmap (str or Colormap), labels (sequences: ``*labels``,
+    tokens), and flags (annotate, colorbar, show_steps: bool).
+    """
+    for name, value in args.items():
+        if name == "figsize":
+            if (isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1000 for v in value)):
+                raise ValueError(f"figsize must be (width, height) in inches, two numbers in (0, 1000), got {value!r}")
+        elif name in ("title", "xlabel", "ylabel", "fmt", "baseline_label"):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+        elif name in ("vmin", "vmax"):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
+        elif name == "cmap":
+            if not isinstance(value, (str, matplotlib.colors.Colormap)):
+                raise TypeError(f"cmap must be a colormap name or a Colormap, got {type(value).__name__}")
+        elif name.endswith("labels") or name == "tokens":
+            if (value is not None or name == "tokens") and (
+                    isinstance(value, (bytes, torch.Tensor)) or not isinstance(value, (Sequence, np.ndarray))):
+                raise TypeError(f"{name} must be a list of labels, got {type(value).__name__}")
+        elif not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
 def heatmap(
@@ -56,6 +93,8 @@ def heatmap(
         xticklabels / yticklabels: one label per column / row (e.g. tokens).
         annotate: write each value in its cell using ``fmt``.
     """
+    check_plot_args(title=title, xlabel=xlabel, ylabel=ylabel, xticklabels=xticklabels, yticklabels=yticklabels,
+                    cmap=cmap, vmin=vmin, vmax=vmax, annotate=annotate, fmt=fmt, colorbar=colorbar, figsize=figsize)
     arr = _as_2d_array(data, "data")
     for labels, n, name in ((xticklabels, arr.shape[1], "xticklabels"), (yticklabels, arr.shape[0], "yticklabels")):
         if labels is not None and len(labels) != n:
@@ -93,6 +132,7 @@ def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
     """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    check_int("dpi", dpi, minimum=1)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
@@ -119,6 +159,12 @@ def loss_curves(
         steps, tr, va = list(history.eval_steps), list(history.train_loss), list(history.val_loss)
     except AttributeError as e:
         raise TypeError(f"history must have eval_steps, train_loss and val_loss (a History), got {type(history).__name__}") from e
+    check_plot_args(title=title, baseline_label=baseline_label, show_steps=show_steps, figsize=figsize)
+    if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, numbers.Real)):
+        raise TypeError(f"baseline must be a number or None, got {type(baseline).__name__}")
+    for name, values in (("eval_steps", steps), ("train_loss", tr), ("val_loss", va)):
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"history.{name} must hold numbers only")
     if not (len(steps) == len(tr) == len(va)) or not steps:
         raise ValueError(f"eval_steps, train_loss, val_loss must be non-empty and of equal length, got {len(steps)}, {len(tr)}, {len(va)}")
     if ax is None:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from helpers.layers import DecoderLayer, EncoderLayer, _copy_norm
-from helpers.validate import check_int
+from helpers.validate import check_bool, check_int
 
 
 def _final_norm(m, d_model: int, eps: float):
@@ -38,6 +38,7 @@ class Encoder(nn.Module):
                  layer_norm_eps: float = 1e-5, bias: bool = True):
         super().__init__()
         check_int("n_layers", n_layers, minimum=1)
+        check_bool("final_norm", final_norm)
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, bias)
             for _ in range(n_layers)
@@ -62,6 +63,8 @@ class Encoder(nn.Module):
         """Copy a ``batch_first`` `nn.TransformerEncoder` (its layers and its final norm, if any)."""
         if not isinstance(m, nn.TransformerEncoder):
             raise TypeError(f"m must be an nn.TransformerEncoder, got {type(m).__name__}")
+        if len(m.layers) == 0:
+            raise ValueError("m has no layers (num_layers=0); an Encoder needs n_layers >= 1")
         first = m.layers[0]
         d_model = first.self_attn.embed_dim
         ours = cls(len(m.layers), d_model, first.self_attn.num_heads, first.linear1.out_features,
@@ -82,6 +85,7 @@ class Decoder(nn.Module):
                  layer_norm_eps: float = 1e-5, bias: bool = True):
         super().__init__()
         check_int("n_layers", n_layers, minimum=1)
+        check_bool("final_norm", final_norm)
         self.layers = nn.ModuleList(
             DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, bias)
             for _ in range(n_layers)
@@ -113,6 +117,8 @@ class Decoder(nn.Module):
         """Copy a ``batch_first`` `nn.TransformerDecoder` (its layers and its final norm, if any)."""
         if not isinstance(m, nn.TransformerDecoder):
             raise TypeError(f"m must be an nn.TransformerDecoder, got {type(m).__name__}")
+        if len(m.layers) == 0:
+            raise ValueError("m has no layers (num_layers=0); a Decoder needs n_layers >= 1")
         first = m.layers[0]
         d_model = first.self_attn.embed_dim
         ours = cls(len(m.layers), d_model, first.self_attn.num_heads, first.linear1.out_features,

@@ -8,7 +8,9 @@ Three levels, from the simplest to what GPT-style models use:
 - `BPETokenizer` (in `helpers.bpe`, re-exported here): byte-level byte-pair encoding,
   trained from scratch; round-trips any Python string.
 
-All three save to and load from JSON (never pickle: loading a pickle runs code).
+All three save to and load from JSON (never pickle: loading a pickle runs code). Saves are
+atomic; a loaded file is untrusted input: every field is checked and a damaged one raises
+ValueError naming the file and the field.
 
 Shapes: V = vocab_size. ``encode(str) -> list[int]`` with every id in [0, V);
 ``decode(list[int]) -> str``.
@@ -24,14 +26,23 @@ Example:
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+
+import numpy as np
+
+from helpers.fileio import atomic_write, check_path
+from helpers.validate import check_sequence
 
 DEFAULT_SPECIALS = ("<pad>", "<unk>", "<eos>")
 
 
 def check_ids(ids, vocab_size: int) -> list[int]:
-    """Return ``ids`` as a list of ints in [0, vocab_size); accepts lists, tuples, 1-D tensors/arrays."""
+    """Return ``ids`` as a list of ints in [0, vocab_size); accepts lists, tuples, 1-D tensors/arrays.
+
+    Any integer type is accepted and converted to int: Python ints, numpy integer scalars,
+    tensors/arrays of any integer dtype. Floats and bools are refused (TypeError).
+    """
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
     if hasattr(ids, "tolist"):  # torch tensors and numpy arrays
@@ -40,11 +51,11 @@ def check_ids(ids, vocab_size: int) -> list[int]:
         raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
     ids = list(ids)
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int):
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral):
             raise TypeError(f"ids must contain ints only, got {type(i).__name__} ({i!r})")
         if not 0 <= i < vocab_size:
             raise ValueError(f"token id {i} is outside the vocabulary [0, {vocab_size})")
-    return ids
+    return [int(i) for i in ids]
 
 
 def check_text(name: str, text) -> str:
@@ -54,12 +65,24 @@ def check_text(name: str, text) -> str:
 
 
 def save_json(path, kind: str, payload: dict) -> None:
+    """Write the tokenizer file atomically: a failed save leaves the old file intact, no temp file."""
     # ensure_ascii keeps lone surrogates (valid in a Python str, not in UTF-8) writable.
-    Path(path).write_text(json.dumps({"type": kind, "version": 1, **payload}, indent=1), encoding="utf-8")
+    text = json.dumps({"type": kind, "version": 1, **payload}, indent=1)
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def load_json(path, kind: str, keys: Sequence[str]) -> dict:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """Read a tokenizer file; a file that is not JSON raises ValueError naming the file.
+
+    Tokenizer files are untrusted input: each ``load`` then checks every field's type and
+    values (see `from_file`) before building the tokenizer.
+    """
+    path = check_path("path", path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{path} is not a tokenizer file (not valid UTF-8 JSON: {e})") from None
     if not isinstance(data, dict) or data.get("type") != kind or data.get("version") != 1:
         got = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path} does not hold a version-1 {kind!r} tokenizer (type: {got!r})")
@@ -69,18 +92,29 @@ def load_json(path, kind: str, keys: Sequence[str]) -> dict:
     return data
 
 
+def from_file(path, field: str, build):
+    """``build()``, with any ValueError/TypeError it raises reported as a damaged ``field`` of ``path``."""
+    try:
+        return build()
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path} is damaged: field {field!r}: {e}") from None
+
+
 class CharTokenizer:
     """One id per character; ids follow the sorted order of the characters."""
 
     def __init__(self, chars: Sequence[str]):
-        chars = list(chars)
+        try:  # a 0-d tensor is an Iterable that cannot be iterated: ask, don't check
+            chars = list(chars)
+        except TypeError:
+            raise TypeError(f"chars must be a sequence of single characters, got {type(chars).__name__}") from None
         for c in chars:
             if not isinstance(c, str) or len(c) != 1:
-                raise ValueError(f"every vocabulary entry must be a single character, got {c!r}")
+                raise ValueError(f"every vocabulary entry (chars) must be a single character, got {c!r}")
         if len(set(chars)) != len(chars):
-            raise ValueError("the characters must be distinct")
+            raise ValueError("the characters (chars) must be distinct")
         if not chars:
-            raise ValueError("the vocabulary must contain at least one character")
+            raise ValueError("the vocabulary (chars) must contain at least one character")
         self.chars = chars
         self._stoi = {c: i for i, c in enumerate(chars)}
 
@@ -112,7 +146,8 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path) -> CharTokenizer:
-        return cls(load_json(path, "char", ["chars"])["chars"])
+        chars = load_json(path, "char", ["chars"])["chars"]
+        return from_file(path, "chars", lambda: cls(check_sequence("chars", chars)))
 
 
 class WordTokenizer:
@@ -123,14 +158,16 @@ class WordTokenizer:
     """
 
     def __init__(self, vocab: Sequence[str], unk_token: str | None = "<unk>"):
-        vocab = list(vocab)
+        vocab = check_sequence("vocab", vocab)  # a lone str would read as one-letter words
+        if unk_token is not None and not isinstance(unk_token, str):
+            raise TypeError(f"unk_token must be a str or None, got {type(unk_token).__name__}")
         for w in vocab:
             if not isinstance(w, str) or not w or w.split() != [w]:
-                raise ValueError(f"every vocabulary entry must be a non-empty word without spaces, got {w!r}")
+                raise ValueError(f"every vocabulary entry (vocab) must be a non-empty word without spaces, got {w!r}")
         if len(set(vocab)) != len(vocab):
-            raise ValueError("the vocabulary entries must be distinct")
+            raise ValueError("the vocabulary entries (vocab) must be distinct")
         if not vocab:
-            raise ValueError("the vocabulary must contain at least one word")
+            raise ValueError("the vocabulary (vocab) must contain at least one word")
         self.vocab = vocab
         self._stoi = {w: i for i, w in enumerate(vocab)}
         self.unk_token = unk_token if unk_token in self._stoi else None
@@ -139,12 +176,12 @@ class WordTokenizer:
     def from_texts(cls, texts: Iterable[str], specials: Sequence[str] = DEFAULT_SPECIALS,
                    unk_token: str | None = "<unk>") -> WordTokenizer:
         """Specials first (ids 0, 1, ...), then the other words in sorted order."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a list of strings, not a single str (wrap it in a list)")
         words = set()
-        for t in texts:
-            words.update(check_text("every element of texts", t).split())
-        specials = list(specials)
+        for t in check_sequence("texts", texts):  # a single str is refused: wrap it in a list
+            words.update(t.split())
+        specials = check_sequence("specials", specials)  # "<eos>" alone would give 5 one-letter specials
+        if not words and not specials:
+            raise ValueError("texts and specials hold no word: the vocabulary would be empty")
         return cls(specials + sorted(words - set(specials)), unk_token=unk_token)
 
     @property
@@ -152,7 +189,7 @@ class WordTokenizer:
         return len(self.vocab)
 
     def token_to_id(self, token: str) -> int:
-        if token not in self._stoi:
+        if check_text("token", token) not in self._stoi:
             raise ValueError(f"token {token!r} is not in the vocabulary")
         return self._stoi[token]
 
@@ -196,7 +233,8 @@ class WordTokenizer:
     @classmethod
     def load(cls, path) -> WordTokenizer:
         data = load_json(path, "word", ["vocab", "unk_token"])
-        return cls(data["vocab"], unk_token=data["unk_token"])
+        vocab = from_file(path, "vocab", lambda: check_sequence("vocab", data["vocab"]))
+        return from_file(path, "unk_token", lambda: cls(vocab, unk_token=data["unk_token"]))
 
 
 def __getattr__(name: str):

@@ -31,6 +31,19 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from helpers.checkpoint import load_checkpoint, save_checkpoint
+from helpers.validate import Revalidated, check_bool, check_sequence
+
+
+def _check_loop_args(model, get_batch, loss_fn, optimizer=None) -> None:
+    """The loop's callables and objects, checked up front: named errors, not one deep inside a step."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    for name, fn in (("get_batch", get_batch), ("loss_fn", loss_fn)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None (e.g. torch.optim.AdamW(...)), "
+                        f"got {type(optimizer).__name__}")
 
 __all__ = [
     "TrainConfig", "History", "cosine_lr", "default_loss_fn", "estimate_loss", "train_step", "train",
@@ -44,10 +57,12 @@ def _positive(name: str, value, *, integer: bool, allow_zero: bool = False) -> N
         raise TypeError(f"{name} must be {'an int' if integer else 'a number'}, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    if integer and value >= 2**63:
+        raise ValueError(f"{name} must be below 2**63, got {value}")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Revalidated):  # an edit after construction is validated again (or undone)
     max_steps: int = 1000  # optimizer steps in total
     lr: float = 1e-3  # peak learning rate (after warm-up)
     min_lr: float | None = None  # cosine-decay to this by max_steps; None keeps lr constant
@@ -73,7 +88,8 @@ class TrainConfig:
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be <= max_steps ({self.max_steps})")
         _positive("weight_decay", self.weight_decay, integer=False, allow_zero=True)
-        if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas):
+        if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2 or not all(
+                not isinstance(b, bool) and isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if self.grad_clip is not None:
             _positive("grad_clip", self.grad_clip, integer=False)
@@ -82,6 +98,8 @@ class TrainConfig:
         if self.patience is not None:
             _positive("patience", self.patience, integer=True)
         _positive("min_delta", self.min_delta, integer=False, allow_zero=True)
+        check_bool("restore_best", self.restore_best)
+        check_bool("progress", self.progress)
 
 
 @dataclass
@@ -117,6 +135,9 @@ def cosine_lr(step: int, config: TrainConfig) -> float:
 
     With ``min_lr=None`` the rate stays at ``lr`` after warm-up.
     """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    _positive("step", step, integer=True, allow_zero=True)
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
     if config.min_lr is None:
@@ -138,8 +159,15 @@ def default_loss_fn(model: nn.Module, batch) -> torch.Tensor:
 @torch.no_grad()
 def estimate_loss(model: nn.Module, get_batch: Callable, eval_iters: int = 20,
                   loss_fn: Callable = default_loss_fn, splits=("train", "val")) -> dict[str, float]:
-    """Mean loss over ``eval_iters`` batches of each split, in eval mode (no dropout)."""
+    """Mean loss over ``eval_iters`` batches of each split, in eval mode (no dropout).
+
+    ``splits`` is a list of split names (a lone str such as "val" is refused: it would read as 3 splits).
+    """
+    _check_loop_args(model, get_batch, loss_fn)
     _positive("eval_iters", eval_iters, integer=True)
+    splits = check_sequence("splits", splits)
+    if not splits:
+        raise ValueError("splits must name at least one split, e.g. ('train', 'val')")
     was_training = model.training
     model.eval()
     try:
@@ -161,6 +189,11 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
 def train_step(model, batch, optimizer, loss_fn: Callable = default_loss_fn,
                grad_clip: float | None = None) -> tuple[float, float]:
     """One forward/backward/update; returns ``(loss, grad_norm before clipping)``."""
+    _check_loop_args(model, lambda: None, loss_fn)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if grad_clip is not None:
+        _positive("grad_clip", grad_clip, integer=False)
     loss = loss_fn(model, batch)
     if not torch.isfinite(loss):
         raise FloatingPointError(f"the loss is {loss.item()}: lower lr or check the data")
@@ -180,6 +213,7 @@ def train(model: nn.Module, get_batch: Callable, config: TrainConfig, *,
     ``optimizer`` defaults to `make_optimizer` (AdamW); its learning rate is set from
     `cosine_lr` at every step.
     """
+    _check_loop_args(model, get_batch, loss_fn, optimizer)
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     optimizer = optimizer if optimizer is not None else make_optimizer(model, config)

@@ -31,7 +31,7 @@ from helpers.attention import check_mask, padding_mask
 from helpers.embeddings import TokenEmbedding, check_token_ids
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.stacks import Decoder, Encoder
-from helpers.validate import check_int, check_tensor
+from helpers.validate import check_bool, check_int, check_tensor
 
 
 class AttentionWeights(NamedTuple):
@@ -51,6 +51,8 @@ class Transformer(nn.Module):
         self.max_len = check_int("max_len", max_len, minimum=1)
         if pad_id is not None and not 0 <= check_int("pad_id", pad_id) < min(src_vocab, tgt_vocab):
             raise ValueError(f"pad_id must be in [0, {min(src_vocab, tgt_vocab)}), got {pad_id}")
+        check_bool("share_embeddings", share_embeddings)
+        check_bool("tie_weights", tie_weights)
         if share_embeddings and src_vocab != tgt_vocab:
             raise ValueError(f"share_embeddings needs src_vocab == tgt_vocab, got {src_vocab} and {tgt_vocab}")
         self.pad_id = pad_id

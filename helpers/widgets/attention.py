@@ -78,6 +78,8 @@ class DemoAttention(nn.Module):
 def build_demo_model(sentences: Sequence[str], d_model: int = 16, n_heads: int = 4, seed: int = 0) -> DemoAttention:
     """A seeded `DemoAttention` whose vocabulary covers ``sentences``; the global RNG is left as it was."""
     check_int("seed", seed, minimum=0)
+    if seed >= 2**64:  # torch.manual_seed's limit, which would fail with an unnamed overflow
+        raise ValueError(f"seed must be < 2**64, got {seed}")
     vocab = sorted({tok for s in sentences for tok in split_tokens(s)})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -150,7 +150,23 @@ class PEExplorer:
     def _on_change(self, change) -> None:
         if self._busy:  # a bound we moved clamped another slider: one redraw is enough
             return
-        self.update()
+        before = {name: control.value for name, control in self.controls.items()}
+        try:
+            self.update()
+        except (TypeError, ValueError):
+            # A refused value (e.g. an odd d_model set from code) must not stay in the control,
+            # nor the clamps it caused: put every old value back, redraw, and report the error.
+            c, self._busy = self.controls, True
+            try:
+                change["owner"].value = change["old"]
+                c["dim"].max, c["position"].max = c["d_model"].value - 1, c["seq_len"].value - 1
+                for name, value in before.items():
+                    if c[name] is not change["owner"]:
+                        c[name].value = value
+            finally:
+                self._busy = False
+            self.update()
+            raise
 
     def update(self) -> None:
         """Recompute the data from the controls, redraw, and put the new PNG into the image."""

@@ -1,0 +1,81 @@
+"""Atomic file writes: a save either completes or leaves the old file exactly as it was.
+
+Every helper that writes a file (checkpoints, tokenizers) goes through `atomic_write`:
+the data goes to a temporary file in the same directory, is flushed to disk (fsync),
+and only then renamed over the target with `os.replace`, which is atomic on POSIX and
+Windows. If anything fails on the way (a full disk, an unpicklable object, Ctrl-C),
+the temporary file is removed and the old file, if any, is untouched.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "note.txt"
+    >>> with atomic_write(path, "w") as f:
+    ...     _ = f.write("hello")
+    >>> path.read_text()
+    'hello'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def check_path(name: str, path) -> Path:
+    """Return ``path`` as a `Path` if it is a str or os.PathLike naming a file (not a directory)."""
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
+    if not str(path).strip():
+        raise ValueError(f"{name} must not be empty")
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a directory; give a file name inside it")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, name: str = "path"):
+    """Open a temporary file next to ``path`` for writing; on success, replace ``path`` with it.
+
+    Creates missing parent directories. ``mode`` is "wb" or "w" (text, then ``encoding``).
+    Errors: TypeError/ValueError for a bad ``path``; OSError (naming ``path``) when the
+    directory cannot be written; any exception raised inside the block propagates, and
+    in every case no temporary file is left behind.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    path = check_path(name, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(f"cannot write {path}: a part of {path.parent} is a file, not a directory") from None
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot write {path}: {e.strerror} (is the directory writable?)") from None
+    try:
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())
+        with open(tmp, mode, encoding=encoding if "b" not in mode else None) as f:  # f.name: the temp path
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (POSIX; no-op elsewhere)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
