@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.embeddings import check_token_ids
-from helpers.generation import KVCache, check_sampling, cached_attention, sample_next
+from helpers.generation import KVCache, cached_attention, check_sampling, sample_next
 from helpers.layers import EncoderLayer
 from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from helpers.validate import check_int, check_probability, check_tensor
