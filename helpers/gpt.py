@@ -14,7 +14,8 @@ with depth. Tokens use plain `nn.Embedding` (no √C scale, as GPT-2); with
 Shapes: B batch, T ≤ block_size, C = d_model, H heads, L layers, V vocab.
     GPT(cfg)(idx)                     (B, T) int -> logits (B, T, V), loss or None
     GPT(cfg).attention_weights(idx)   (B, T) -> (L, B, H, T, T)
-    GPT(cfg).generate(idx, n)         (B, T) -> (B, T + n)
+    GPT(cfg).generate(idx, n)         (B, T) -> (B, T + n)   (KV cache on; use_cache=False without)
+    GPT(cfg).forward_cached(idx, cache)  (B, t) new tokens -> last logits (B, V)
 
 Example:
     >>> model = GPT(GPTConfig(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1))
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.embeddings import check_token_ids
+from helpers.generation import KVCache, cached_attention, check_sampling, sample_next
 from helpers.layers import EncoderLayer
 from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from helpers.validate import Revalidated, check_int, check_probability, check_tensor
@@ -149,39 +151,80 @@ class GPT(nn.Module):
         _, weights = self._trunk(idx, return_weights=True)
         return torch.stack(weights)  # L x (B, H, T, T) -> (L, B, H, T, T)
 
+    def _embed(self, idx, start: int = 0) -> torch.Tensor:
+        """Token + position embeddings of ids at positions start, start + 1, ...: (B, t) -> (B, t, C)."""
+        x = self.tok_emb(idx)  # (B, t) -> (B, t, C)
+        t = idx.shape[1]
+        if isinstance(self.pos_emb, LearnedPositionalEmbedding):
+            pos = self.pos_emb.embedding(torch.arange(start, start + t, device=idx.device))  # (t, C)
+        else:
+            pos = self.pos_emb.table[start : start + t].to(x.dtype)  # (t, C)
+        return self.drop(x + pos)  # (B, t, C) + (t, C) -> (B, t, C)
+
+    def new_cache(self, batch: int) -> KVCache:
+        """An empty KV cache for ``batch`` sequences of up to block_size tokens."""
+        c, w = self.config, self.tok_emb.weight
+        return KVCache(c.n_layers, batch, c.n_heads, c.block_size, c.d_model // c.n_heads, w.device, w.dtype)
+
+    def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Run only the new tokens idx (B, t) after the ``cache.length`` cached ones: -> last logits (B, V).
+
+        Their keys and values are added to the cache. Equals ``self(whole)[0][:, -1]`` up to rounding.
+        """
+        check_token_ids(check_tensor("idx", idx, ndim=2, floating=False), self.config.vocab_size, name="idx")
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
+        if not 1 <= cache.length + idx.shape[1] <= cache.max_len:
+            raise ValueError(f"cache.length={cache.length} + T={idx.shape[1]} must be in [1, {cache.max_len}]")
+        x = self._embed(idx, start=cache.length)  # (B, t) -> (B, t, C)
+        for i, block in enumerate(self.blocks):  # a pre-LN EncoderLayer, its self-attention cached
+            x = x + block.dropout1(cached_attention(block.self_attn, block.norm1(x), cache, i))
+            x = x + block.dropout2(block.ff(block.norm2(x)))
+        cache.advance(idx.shape[1])
+        return self.head(self.ln_f(x[:, -1]))  # only the last position: (B, C) -> (B, V)
+
     @torch.no_grad()
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+                 generator: torch.Generator | None = None, top_p: float | None = None,
+                 use_cache: bool = True) -> torch.Tensor:
         """Sample ``max_new_tokens`` tokens after ``idx`` (B, T) -> (B, T + max_new_tokens).
 
         Each step sees only the last ``block_size`` tokens, divides the logits by
-        ``temperature`` and keeps the ``top_k`` largest (``top_k=1`` is greedy). Dropout is
-        off while generating; the same ``generator`` state gives the same tokens.
+        ``temperature``, keeps the ``top_k`` largest (``top_k=1`` is greedy) and then the
+        ``top_p`` nucleus (`helpers.generation.filter_logits`). Dropout is off while
+        generating; the same ``generator`` state gives the same tokens.
+
+        ``use_cache`` (default) keeps every layer's keys and values, so each step runs one
+        token through the model. Position embeddings are absolute: once the context is longer
+        than block_size the window slides, every kept token changes position, and the cache
+        is rebuilt from the window at each step (exact, but no faster than ``use_cache=False``).
         """
         check_tensor("idx", idx, ndim=2, floating=False)
         if idx.shape[1] < 1:
             raise ValueError("idx must hold at least one token per row, got T=0")
         check_token_ids(idx, self.config.vocab_size, name="idx")
         check_int("max_new_tokens", max_new_tokens, minimum=0)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-            raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
-        if not 1e-4 <= temperature <= 1e6:  # below 1e-4, logits / temperature can overflow to inf (NaN probs)
-            raise ValueError(f"temperature must be in [1e-4, 1e6] (use top_k=1 for greedy), got {temperature}")
-        if top_k is not None and not 1 <= check_int("top_k", top_k) <= self.config.vocab_size:
-            raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}] or None, got {top_k}")
+        check_sampling(temperature, top_k, top_p, self.config.vocab_size)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        if not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be a bool, got {type(use_cache).__name__}")
+        bs, cache = self.config.block_size, None
         was_training = self.training
         self.eval()
         try:
             for _ in range(max_new_tokens):
-                logits, _ = self(idx[:, -self.config.block_size :])  # crop: (B, T) -> (B, ≤block_size)
-                logits = logits[:, -1, :] / temperature  # (B, T, V) -> (B, V)
-                if top_k is not None:
-                    kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, V) -> (B, 1)
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                probs = torch.softmax(logits, dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=generator)  # (B, V) -> (B, 1)
+                window = idx[:, -bs:]  # crop: (B, T) -> (B, ≤block_size)
+                if not use_cache:
+                    x, _ = self._trunk(window, return_weights=False)  # (B, T, C)
+                    logits = self.head(x[:, -1])  # only the last position: (B, C) -> (B, V)
+                elif cache is None or idx.shape[1] > bs:  # first step, or the window slid: (re)build
+                    cache = cache or self.new_cache(idx.shape[0])
+                    cache.reset()
+                    logits = self.forward_cached(window, cache)  # (B, T) -> (B, V)
+                else:
+                    logits = self.forward_cached(idx[:, -1:], cache)  # the newest token only: (B, 1) -> (B, V)
+                nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B, V) -> (B, 1)
                 idx = torch.cat([idx, nxt], dim=1)  # (B, T) -> (B, T + 1)
         finally:
             self.train(was_training)

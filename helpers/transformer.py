@@ -29,6 +29,7 @@ from torch import nn
 
 from helpers.attention import check_mask, padding_mask
 from helpers.embeddings import TokenEmbedding, check_token_ids
+from helpers.generation import KVCache, attend, cached_attention, split_heads
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.stacks import Decoder, Encoder
 from helpers.validate import check_bool, check_int, check_tensor
@@ -144,12 +145,49 @@ class Transformer(nn.Module):
         y, w_self, w_cross = dec
         return self.head(y), AttentionWeights(w_enc, w_self, w_cross)
 
+    def _decode_step(self, tok, cache: KVCache, memory_kv, memory_mask, key_mask) -> torch.Tensor:
+        """The newest target token tok (B, 1) through the decoder, its self-attention cached -> logits (B, V).
+
+        ``memory_kv`` holds each layer's cross-attention keys/values of the source, computed once.
+        """
+        P = cache.length
+        y = self.pos.dropout(self.tgt_emb(tok) + self.pos.table[P : P + 1].to(self.head.weight.dtype))  # (B, 1, C)
+        for i, layer in enumerate(self.decoder.layers):
+            def cross(h, layer=layer, i=i):
+                q = split_heads(layer.cross_attn.q_proj(h), layer.cross_attn.n_heads)  # (B, 1, C) -> (B, H, 1, hs)
+                out = attend(q, *memory_kv[i], mask=memory_mask)  # (B, H, 1, S) @ (B, H, S, hs) -> (B, H, 1, hs)
+                return layer.cross_attn.out_proj(out.transpose(1, 2).flatten(2))  # (B, H, 1, hs) -> (B, 1, C)
+
+            def self_attn(h, layer=layer, i=i):
+                return cached_attention(layer.self_attn, h, cache, i, key_mask)
+
+            if layer.norm_first:
+                y = y + layer.dropout1(self_attn(layer.norm1(y)))
+                y = y + layer.dropout2(cross(layer.norm2(y)))
+                y = y + layer.dropout3(layer.ff(layer.norm3(y)))
+            else:
+                y = layer.norm1(y + layer.dropout1(self_attn(y)))
+                y = layer.norm2(y + layer.dropout2(cross(y)))
+                y = layer.norm3(y + layer.dropout3(layer.ff(y)))
+        cache.advance(1)
+        if self.decoder.norm is not None:
+            y = self.decoder.norm(y)
+        return self.head(y[:, -1])  # (B, C) -> (B, V)
+
+    def _memory_kv(self, memory):
+        """Each decoder layer's cross-attention keys and values of ``memory``: L x 2 x (B, H, S, hs)."""
+        return [tuple(split_heads(proj(memory), layer.cross_attn.n_heads)
+                      for proj in (layer.cross_attn.k_proj, layer.cross_attn.v_proj))
+                for layer in self.decoder.layers]
+
     @torch.no_grad()
-    def greedy_decode(self, src, max_len: int, bos_id: int, eos_id: int) -> torch.Tensor:
+    def greedy_decode(self, src, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True) -> torch.Tensor:
         """Most likely token at each step: src (B, S) -> (B, ≤ max_len) ids starting with ``bos_id``.
 
         Stops early once every row has produced ``eos_id``; positions after a row's eos hold
         ``pad_id`` (or ``eos_id`` without a pad id). Runs in eval mode (no dropout).
+        ``use_cache`` (default): the decoder's self-attention keys/values are cached and the
+        source's cross-attention keys/values computed once, so each step runs one token.
         """
         check_int("max_len", max_len, minimum=1)
         if max_len > self.max_len:
@@ -157,16 +195,28 @@ class Transformer(nn.Module):
         for name, v in (("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= check_int(name, v) < self.tgt_vocab:
                 raise ValueError(f"{name} must be in [0, tgt_vocab={self.tgt_vocab}), got {v}")
+        if not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be a bool, got {type(use_cache).__name__}")
         fill = self.pad_id if self.pad_id is not None else eos_id
         was_training = self.training
         self.eval()
         try:
             memory = self.encode(src)  # (B, S) -> (B, S, C), computed once
-            memory_mask = self.src_key_mask(src)
-            ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
+            memory_mask = self.src_key_mask(src)  # (B, 1, 1, S) or None
+            B = src.shape[0]
+            ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+            done = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,)
+            if use_cache:
+                sa = self.decoder.layers[0].self_attn
+                cache = KVCache(len(self.decoder.layers), B, sa.n_heads, max_len, sa.head_dim, memory.device,
+                                memory.dtype)
+                memory_kv = self._memory_kv(memory)
             for _ in range(max_len - 1):
-                logits = self.head(self.decode(ys, memory, memory_mask=memory_mask)[:, -1])  # (B, T, C) -> (B, V)
+                if use_cache:  # decode's padding mask, over the keys cached so far and the new one
+                    key_mask = None if self.pad_id is None else ys != self.pad_id  # (B, T)
+                    logits = self._decode_step(ys[:, -1:], cache, memory_kv, memory_mask, key_mask)  # (B, V)
+                else:
+                    logits = self.head(self.decode(ys, memory, memory_mask=memory_mask)[:, -1])  # (B, T, C) -> (B, V)
                 nxt = torch.where(done, fill, logits.argmax(dim=-1))  # (B,)
                 ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, T) -> (B, T + 1)
                 done |= nxt == eos_id

@@ -1,0 +1,150 @@
+"""Generation tools shared by `GPT.generate` and `Transformer.greedy_decode`: a KV cache and a sampler.
+
+KV cache: at step t a decoder needs the keys and values of positions 0..t-1 at every layer,
+and they do not change (causal attention: a position never sees later ones). So compute
+each position's k and v once, store them, and run only the *new* token through the model:
+one query row against the stored keys instead of a full (t, t) pass. The cache holds
+L × 2 × B × H × T × hs numbers (layers, k and v, batch, heads, positions, head size).
+
+Sampler: logits -> divide by the temperature -> keep the top-k -> keep the top-p nucleus
+-> softmax -> draw. Temperature is applied to ``logits - max`` so a tiny temperature sends
+every non-maximal logit to -inf (greedy) instead of overflowing to inf - inf = NaN.
+
+Shapes: B batch, H heads, t new positions, P cached positions, S source length, hs head size, V vocab.
+    KVCache(L, B, H, T_max, hs).append(i, k, v)   (B, H, t, hs) x 2 -> (B, H, P + t, hs) x 2
+    cached_attention(attn, x, cache, i)            (B, t, C) -> (B, t, C)
+    filter_logits(logits, temperature, top_k, top_p) (..., V) -> (..., V), -inf where removed
+    sample_next(logits, ...)                       (B, V) -> (B, 1)
+
+Example:
+    >>> filter_logits(torch.tensor([2.0, 1.0, 0.0]), top_k=2)
+    tensor([2., 1., -inf])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from helpers.attention import MultiHeadAttention
+from helpers.validate import check_int
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated for ``max_len`` positions and filled to ``length``."""
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int,
+                 device=None, dtype=torch.float32):
+        for name, v in (("n_layers", n_layers), ("batch", batch), ("n_heads", n_heads), ("max_len", max_len),
+                        ("head_dim", head_dim)):
+            check_int(name, v, minimum=1)
+        shape = (n_layers, batch, n_heads, max_len, head_dim)  # (L, B, H, T_max, hs)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0  # positions stored in every layer (advanced by `advance` after a full pass)
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[3]
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store layer ``layer``'s new k, v (B, H, t, hs) after the cached ones; return all (B, H, P + t, hs)."""
+        P, t = self.length, k.shape[2]
+        if P + t > self.max_len:
+            raise ValueError(f"the cache holds at most {self.max_len} positions, got {P} + {t}")
+        self.k[layer, :, :, P : P + t] = k
+        self.v[layer, :, :, P : P + t] = v
+        return self.k[layer, :, :, : P + t], self.v[layer, :, :, : P + t]  # (B, H, P + t, hs)
+
+    def advance(self, t: int) -> None:
+        self.length += t
+
+    def reset(self) -> None:
+        self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the cache holds when full: L × 2 × B × H × T_max × hs × bytes per number."""
+        return 2 * self.k.numel() * self.k.element_size()
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    B, t, C = x.shape
+    return x.view(B, t, n_heads, C // n_heads).transpose(1, 2)  # (B, t, C) -> (B, H, t, hs)
+
+
+def attend(q, k, v, mask=None, is_causal: bool = False) -> torch.Tensor:
+    """softmax(q kᵀ/√hs) v on the fused kernel; a row with no allowed key gives 0, as `MultiHeadAttention`."""
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)  # (B, H, t, hs)
+    any_allowed = mask.any(dim=-1, keepdim=True)  # (..., t, 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~any_allowed)
+    return out.masked_fill(~any_allowed, 0.0)
+
+
+def cached_attention(attn: MultiHeadAttention, x: torch.Tensor, cache: KVCache, layer: int,
+                     key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal self-attention of the t new positions x (B, t, C) to the cached ones and to themselves.
+
+    ``key_mask`` (B, P + t) bool, True = may attend, hides keys (pad tokens) on top of causality.
+    """
+    B, t, C = x.shape
+    q = split_heads(attn.q_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
+    k, v = cache.append(layer, split_heads(attn.k_proj(x), attn.n_heads), split_heads(attn.v_proj(x), attn.n_heads))
+    P = k.shape[2] - t  # positions cached before this call
+    if key_mask is None and (t == 1 or P == 0):  # one new query sees every key; or a plain causal prefill
+        out = attend(q, k, v, is_causal=t > 1)  # (B, H, t, hs)
+    else:
+        mask = torch.ones(t, P + t, dtype=torch.bool, device=x.device).tril(diagonal=P)  # new row i sees keys <= P + i
+        if key_mask is not None:
+            mask = mask & key_mask[:, None, None, :]  # (t, P + t) & (B, 1, 1, P + t) -> (B, 1, t, P + t)
+        out = attend(q, k, v, mask=mask)
+    return attn.out_proj(out.transpose(1, 2).reshape(B, t, C))  # (B, H, t, hs) -> (B, t, C)
+
+
+def check_sampling(temperature, top_k, top_p, vocab_size: int | None) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite number > 0 (use top_k=1 for greedy), got {temperature}")
+    if top_k is not None:
+        check_int("top_k", top_k)
+        if top_k < 1 or (vocab_size is not None and top_k > vocab_size):
+            raise ValueError(f"top_k must be in [1, vocab_size={vocab_size}] or None, got {top_k}")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+            raise TypeError(f"top_p must be a float, got {type(top_p).__name__}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
+
+
+def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None) -> torch.Tensor:
+    """(..., V) float logits -> (..., V) logits to sample from: scaled, and -inf where removed.
+
+    top-k keeps the k largest (ties with the k-th stay); top-p keeps the most likely tokens
+    until their probability reaches ``top_p`` (the first token always stays).
+    """
+    check_sampling(temperature, top_k, top_p, logits.shape[-1])
+    logits = logits.float()
+    shifted = logits - logits.amax(-1, keepdim=True)  # (..., V), max 0
+    # 0 stays 0 even when τ rounds to 0 in float32 (0/0 would be NaN); the rest -> -inf at worst
+    logits = torch.where(shifted == 0, shifted, shifted / temperature)
+    if top_k is not None:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., V) -> (..., 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        probs, order = torch.softmax(logits, -1).sort(-1, descending=True)  # (..., V), most likely first
+        before = probs.cumsum(-1) - probs  # mass of the tokens ranked above each one
+        drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= top_p)  # vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row: logits (B, V) -> ids (B, 1)."""
+    probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator)  # (B, V) -> (B, 1)
