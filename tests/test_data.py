@@ -138,3 +138,29 @@ def test_docstring_example_runs():
 
     result = doctest.testmod(helpers.data)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("data", [torch.arange(1003), list(range(1003)), "".join(chr(65 + i % 26) for i in range(1003))])
+@pytest.mark.parametrize("chunks", [2, 10, 37])
+def test_train_val_split_in_chunks_partitions_the_data(data, chunks):
+    train, val = train_val_split(data, 0.1, chunks=chunks)
+    assert type(train) is type(data) and type(val) is type(data)
+    assert abs(len(val) - 0.1 * len(data)) <= chunks  # each piece rounds on its own
+    cuts = [len(data) * i // chunks for i in range(chunks + 1)]
+    pieces = [train_val_split(data[a:b], 0.1) for a, b in zip(cuts, cuts[1:])]  # the default split of each piece
+    assert list(train) == [x for p in pieces for x in p[0]]
+    assert list(val) == [x for p in pieces for x in p[1]]
+    assert sorted(list(train) + list(val)) == sorted(data)  # every item exactly once
+
+
+def test_train_val_split_in_chunks_samples_the_whole_corpus():
+    data = torch.arange(1000)
+    _, val = train_val_split(data, 0.1, chunks=10)
+    assert torch.equal(val, torch.cat([torch.arange(90, 100) + 100 * i for i in range(10)]))
+    assert torch.equal(train_val_split(data, 0.1, chunks=1)[1], torch.arange(900, 1000))  # the default
+
+
+@pytest.mark.parametrize("chunks, error", [(0, ValueError), (2000, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_train_val_split_chunks_errors(chunks, error):
+    with pytest.raises(error, match="chunks"):
+        train_val_split(torch.arange(1000), 0.1, chunks=chunks)

@@ -1,0 +1,103 @@
+"""Pretrained models shipped in the repository's ``pretrained/`` folder, loaded offline and safely.
+
+`load_pretrained("char_gpt")` returns ``(model, tokenizer)``: a character-level `GPT`
+trained by ``make pretrain`` (``tools/pretrain.py``) on the training part of
+``load_corpus("pydoc")`` split with ``train_val_split(..., 0.1, chunks=10)``.
+
+A file is checked against the sha256 recorded here before it is read, then read with
+``torch.load(weights_only=True)``, which refuses pickled code. Weights are stored in
+float16 (half the bytes) and come back as float32; the meta data records the loss
+measured after that round trip.
+
+Shapes: the model maps ids (B, T ≤ block_size) to logits (B, T, V).
+
+Example:
+    >>> model, tok = load_pretrained("char_gpt")                      # doctest: +SKIP
+    >>> tok.decode(model.generate(torch.tensor([tok.encode("def ")]), 40)[0].tolist())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pickle
+from pathlib import Path
+
+import torch
+
+from helpers.models import GPT, GPTConfig
+from helpers.tokenizers import CharTokenizer
+
+PRETRAINED_DIR = Path(__file__).resolve().parent.parent / "pretrained"
+FORMAT = "helpers-pretrained/1"
+# name -> (file in pretrained/, sha256 of its bytes); tools/pretrain.py prints the new hash.
+PRETRAINED = {
+    "char_gpt": ("char_gpt.pt", "b1aa077cdcaf75eb58db35f75ec8367f1abdd0dd0ea718b17f22d3100074a5f8"),
+}
+
+
+def save_pretrained(path, model: GPT, tokenizer: CharTokenizer, **meta) -> str:
+    """Write ``model`` (float16 weights), its config, the tokenizer and plain ``meta``; returns the sha256.
+
+    Written to a temporary name first, so an interrupted save never leaves a half file.
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters, the model {model.config.vocab_size}")
+    # Tied weights appear under two names in state_dict; torch.save stores the shared storage once.
+    state = {k: v.detach().to("cpu", torch.float16) if v.is_floating_point() else v.detach().cpu()
+             for k, v in model.state_dict().items()}
+    payload = {"format": FORMAT, "config": dataclasses.asdict(model.config), "chars": list(tokenizer.chars),
+               "state": state, "meta": meta}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_pretrained(path, sha256: str | None = None) -> tuple[GPT, CharTokenizer, dict]:
+    """Read a file written by `save_pretrained`: ``(model in eval mode, tokenizer, meta)``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no pretrained file at {path} (run `make pretrain` to create it)")
+    raw = path.read_bytes()
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise ValueError(f"{path} has sha256 {hashlib.sha256(raw).hexdigest()[:12]}..., expected {sha256[:12]}...; "
+                         "the file was changed or damaged (restore it with git checkout pretrained/, "
+                         "or run `make pretrain` and record the new hash in helpers/pretrained.py)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"refused to load {path}: weights_only=True rejected it "
+                         f"({str(e).strip().splitlines()[0]}); nothing in it was run") from None
+    except Exception as e:  # damaged files raise RuntimeError, EOFError...
+        raise ValueError(f"{path} is not a readable pretrained file: {type(e).__name__}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ValueError(f"{path} was not written by save_pretrained (no {FORMAT!r} marker)")
+    model = GPT(GPTConfig(**payload["config"]))
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in payload["state"].items()})
+    return model.eval(), CharTokenizer(payload["chars"]), payload["meta"]
+
+
+def load_pretrained(name: str = "char_gpt", with_meta: bool = False):
+    """``(model, tokenizer)`` of a shipped model (``with_meta=True`` adds its training record).
+
+    Raises:
+        ValueError: unknown ``name``; the file's sha256 differs (damaged or replaced).
+        FileNotFoundError: the file is missing.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if name not in PRETRAINED:
+        raise ValueError(f"unknown pretrained model {name!r}; valid names: {', '.join(PRETRAINED)}")
+    if not isinstance(with_meta, bool):
+        raise TypeError(f"with_meta must be a bool, got {type(with_meta).__name__}")
+    filename, sha256 = PRETRAINED[name]
+    model, tok, meta = read_pretrained(PRETRAINED_DIR / filename, sha256)
+    return (model, tok, meta) if with_meta else (model, tok)

@@ -1,0 +1,132 @@
+"""helpers.pretrained: the shipped character model loads offline, safely, and is as good as its record."""
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import helpers.pretrained as pretrained
+from helpers.data import get_batch, load_corpus, train_val_split
+from helpers.models import GPT, GPTConfig
+from helpers.pretrained import PRETRAINED, load_pretrained, read_pretrained, save_pretrained
+from helpers.tokenizers import CharTokenizer
+from helpers.training import estimate_loss
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fixed_batch_loss(model, block, iters=50, batch=32):
+    """The measurement tools/pretrain.py records: 50 fixed batches of 32 windows per split."""
+    tok = CharTokenizer.from_text(load_corpus())
+    train, val = train_val_split(torch.tensor(tok.encode(load_corpus())), 0.1, chunks=10)
+    gen = torch.Generator().manual_seed(1234)
+    batches = {s: [get_batch(d, block, batch, generator=gen) for _ in range(iters)]
+               for s, d in (("train", train), ("val", val))}
+    it = {s: iter(b) for s, b in batches.items()}
+    return estimate_loss(model, lambda s: next(it[s]), eval_iters=iters)
+
+
+def test_the_shipped_file_is_registered_and_not_ignored_by_git():
+    filename, sha = PRETRAINED["char_gpt"]
+    path = ROOT / "pretrained" / filename
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert path.stat().st_size < 5e6  # small enough for git
+    if shutil.which("git") and (ROOT / ".git").exists():
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
+        assert ignored.returncode == 1, ".gitignore hides the shipped weights"
+
+
+def test_load_pretrained_gives_a_model_and_the_corpus_tokenizer():
+    model, tok = load_pretrained("char_gpt")
+    assert isinstance(model, GPT) and not model.training
+    assert tok.chars == CharTokenizer.from_text(load_corpus()).chars
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_the_loss_after_loading_is_the_recorded_one_and_meets_the_goal():
+    torch.set_num_threads(1)
+    model, _, meta = load_pretrained("char_gpt", with_meta=True)
+    loss = fixed_batch_loss(model, model.config.block_size)
+    assert loss["val"] == pytest.approx(meta["loss_fp16"]["val"], abs=2e-3)
+    assert loss["train"] == pytest.approx(meta["loss_fp16"]["train"], abs=2e-3)
+    assert abs(meta["loss_fp16"]["val"] - meta["loss_fp32"]["val"]) < 5e-3  # float16 storage costs ~nothing
+    assert meta["loss_fp16"]["val"] <= 1.40
+
+
+def test_unknown_name_and_bad_types():
+    with pytest.raises(ValueError, match="char_gpt"):
+        load_pretrained("gpt2")
+    with pytest.raises(TypeError, match="name"):
+        load_pretrained(3)
+    with pytest.raises(TypeError, match="with_meta"):
+        load_pretrained("char_gpt", with_meta="yes")
+
+
+def test_a_damaged_file_is_refused(tmp_path, monkeypatch):
+    filename, _ = PRETRAINED["char_gpt"]
+    raw = bytearray((ROOT / "pretrained" / filename).read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (tmp_path / filename).write_bytes(bytes(raw))
+    monkeypatch.setattr(pretrained, "PRETRAINED_DIR", tmp_path)
+    with pytest.raises(ValueError, match="sha256"):
+        load_pretrained("char_gpt")
+
+
+def test_a_missing_file_says_how_to_make_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretrained, "PRETRAINED_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="make pretrain"):
+        load_pretrained("char_gpt")
+
+
+def small_model():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=5, block_size=8, d_model=16, n_heads=2, n_layers=1))
+
+
+def test_round_trip_stores_float16_and_returns_float32(tmp_path):
+    model, tok = small_model(), CharTokenizer(list("abcde"))
+    sha = save_pretrained(tmp_path / "m.pt", model, tok, note="hi")
+    loaded, tok2, meta = read_pretrained(tmp_path / "m.pt", sha)
+    assert meta == {"note": "hi"} and tok2.chars == tok.chars
+    for (k, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a.half().float(), b), k
+    with pytest.raises(ValueError, match="sha256"):
+        read_pretrained(tmp_path / "m.pt", "0" * 64)
+
+
+def test_save_checks_its_arguments(tmp_path):
+    with pytest.raises(TypeError, match="model"):
+        save_pretrained(tmp_path / "m.pt", torch.nn.Linear(2, 2), CharTokenizer(list("ab")))
+    with pytest.raises(ValueError, match="characters"):
+        save_pretrained(tmp_path / "m.pt", small_model(), CharTokenizer(list("ab")))
+
+
+RAN = []
+
+
+class Payload:
+    def __reduce__(self):
+        return (RAN.append, ("ran",))
+
+
+def test_pickled_code_is_refused_without_running(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": pretrained.FORMAT, "state": Payload()}, path)
+    with pytest.raises(ValueError, match="nothing in it was run"):
+        read_pretrained(path)
+    assert RAN == []
+
+
+def test_pretrain_script_smoke_run(tmp_path):
+    out = tmp_path / "tiny.pt"
+    cmd = [sys.executable, str(ROOT / "tools" / "pretrain.py"), "--steps", "2", "--d-model", "16", "--layers", "1",
+           "--heads", "2", "--block", "16", "--batch", "2", "--out", str(out)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    model, tok, meta = read_pretrained(out)
+    assert meta["steps"] == 2 and model.config.d_model == 16 and "sha256" in done.stdout

@@ -1,0 +1,103 @@
+"""Train the shipped character model ``pretrained/char_gpt.pt`` (``make pretrain``).
+
+    PYTHONPATH=. .venv/bin/python tools/pretrain.py             # the shipped run (CPU, 1 thread)
+    PYTHONPATH=. .venv/bin/python tools/pretrain.py --steps 50  # a quick smoke run
+
+Reproducible: ``set_seed(0)`` (1 CPU thread), batches from ``torch.Generator().manual_seed(1)``,
+evaluation batches from their own generators. Another CPU (instruction set, BLAS) gives
+slightly different last digits and so a slightly different model, with the same loss to
+about two decimals. The run prints the file's sha256: record it in ``helpers/pretrained.py``.
+
+Data: ``load_corpus("pydoc")``, ``train_val_split(ids, 0.1, chunks=10)``: the last tenth of
+each tenth of the corpus validates (the corpus's own last 10 % is easier than the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from helpers.data import get_batch, load_corpus, train_val_split
+from helpers.device import set_seed
+from helpers.models import GPT, GPTConfig
+from helpers.pretrained import read_pretrained, save_pretrained
+from helpers.tokenizers import CharTokenizer
+from helpers.training import TrainConfig, estimate_loss, train
+
+ROOT = Path(__file__).resolve().parent.parent
+VAL_FRACTION, CHUNKS = 0.1, 10
+
+
+def final_loss(model, data: dict, block: int, batch: int, iters: int) -> dict[str, float]:
+    """Loss on fixed batches (their own seeded generator), so every evaluation sees the same text."""
+    gen = torch.Generator().manual_seed(1234)
+    batches = {s: [get_batch(data[s], block, batch, generator=gen) for _ in range(iters)] for s in data}
+    it = {s: iter(b) for s, b in batches.items()}
+    return estimate_loss(model, lambda s: next(it[s]), eval_iters=iters)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--batch", type=int, default=12)
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--out", default=str(ROOT / "pretrained" / "char_gpt.pt"))
+    args = ap.parse_args()
+
+    set_seed(0, threads=1)
+    text = load_corpus("pydoc")
+    tok = CharTokenizer.from_text(text)
+    train_ids, val_ids = train_val_split(torch.tensor(tok.encode(text)), VAL_FRACTION, chunks=CHUNKS)
+    data = {"train": train_ids, "val": val_ids}
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=args.block, d_model=args.d_model,
+                    n_heads=args.heads, n_layers=args.layers, dropout=args.dropout)
+    model = GPT(cfg)
+    gen = torch.Generator().manual_seed(1)
+
+    def batch(split):
+        return get_batch(data[split], args.block, args.batch, generator=gen)
+
+    tc = TrainConfig(max_steps=args.steps, lr=args.lr, min_lr=args.lr / 10, warmup_steps=min(100, args.steps),
+                     weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=min(250, args.steps),
+                     eval_iters=20, restore_best=True, progress=False)
+    start = time.perf_counter()
+
+    def report(step, hist, _model):
+        print(f"step {step:5d}  train {hist.train_loss[-1]:.4f}  val {hist.val_loss[-1]:.4f}  "
+              f"{time.perf_counter() - start:6.0f} s", flush=True)
+        # A partial file after each evaluation: an interrupted run still leaves a usable model.
+        save_pretrained(Path(args.out).with_suffix(".partial.pt"), _model, tok, step=step)
+
+    print(f"{sum(p.numel() for p in model.parameters()):,} parameters; train {len(train_ids):,} / "
+          f"val {len(val_ids):,} characters; {args.steps} steps of {args.batch}x{args.block}", flush=True)
+    hist = train(model, batch, tc, callback=report)
+    secs = time.perf_counter() - start
+    fp32 = final_loss(model, data, args.block, 32, 50)
+    record = {"steps": args.steps, "batch_size": args.batch, "train_seconds": round(secs, 1),
+              "eval_steps": hist.eval_steps, "train_loss": hist.train_loss, "val_loss": hist.val_loss,
+              "split": {"val_fraction": VAL_FRACTION, "chunks": CHUNKS}, "train_config": {
+                  "lr": tc.lr, "min_lr": tc.min_lr, "warmup_steps": tc.warmup_steps, "weight_decay": tc.weight_decay,
+                  "betas": list(tc.betas), "grad_clip": tc.grad_clip, "best_step": hist.best_step},
+              "loss_fp32": fp32}
+    out = Path(args.out)
+    save_pretrained(out, model, tok, **record)
+    loaded, _, _ = read_pretrained(out)
+    fp16 = final_loss(loaded, data, args.block, 32, 50)
+    record["loss_fp16"] = fp16  # measured after the float16 round trip: what a user loads
+    sha = save_pretrained(out, model, tok, **record)
+    print(f"trained {secs:.0f} s; best val at step {hist.best_step}; loss on 50 fixed batches of 32x{args.block}: "
+          f"float32 train {fp32['train']:.4f} val {fp32['val']:.4f}; "
+          f"float16 train {fp16['train']:.4f} val {fp16['val']:.4f}")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB), sha256 {sha}")
+
+
+if __name__ == "__main__":
+    main()
