@@ -173,3 +173,22 @@ def test_learned_embedding_is_trained_and_bounded():
 def test_bad_inputs_raise_clear_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_table_is_float32_accurate_far_from_the_origin():
+    # Built in float32 (as the Annotated Transformer does) the angles lose ~1e-4 by position
+    # 5000; the helper computes in float64 and only rounds the final values.
+    T, C = 5000, 512
+    pos = torch.arange(T, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+    angle = pos * 10000.0 ** (-torch.arange(0, C, 2, dtype=torch.float64) / C)  # (T, C/2)
+    exact = torch.stack([torch.sin(angle), torch.cos(angle)], -1).flatten(1)  # (T, C)
+    assert (sinusoidal_table(T, C).double() - exact).abs().max() < 1e-7
+
+
+def test_module_buffer_is_not_saved_and_stops_at_max_len():
+    pe = SinusoidalPositionalEncoding(8, max_len=16)
+    assert "table" not in pe.state_dict() and list(pe.state_dict()) == []
+    with pytest.raises(ValueError, match="max_len=16"):
+        pe(torch.zeros(1, 17, 8))
+    torch.testing.assert_close(SinusoidalPositionalEncoding(8, max_len=32)(torch.zeros(1, 17, 8))[0],
+                               sinusoidal_table(17, 8))

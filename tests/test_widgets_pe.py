@@ -137,3 +137,22 @@ def test_defaults_fit_small_sizes_and_docstrings_run():
     for module in (helpers.positional, helpers.widgets.pe):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_static_still_is_the_widget_image():
+    # Notebook 03 shows `explorer.figure` as the still for code-hosting sites: it must be
+    # exactly what the live widget shows (moved here from the notebook: a CI concern).
+    from helpers.plots import figure_to_png
+
+    ex = pe_explorer()
+    assert figure_to_png(ex.figure) == ex.image.value
+
+
+def test_an_update_at_128_by_128_is_interactive():
+    ex = pe_explorer(seq_len=128, d_model=128)
+    times = []
+    for dim in range(20, 40, 2):
+        ex.controls["dim"].value = dim
+        times.append(ex.last_update_s)
+    assert ex.table.shape == (128, 128) and sorted(ex.curves) == [38, 39]
+    assert len(times) == 10 and all(0 < t < 2 for t in times), times  # 2 s allows a loaded machine

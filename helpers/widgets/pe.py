@@ -38,7 +38,7 @@ from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
-FIGSIZE, DPI = (8.0, 3.0), 80
+FIGSIZE, DPI = (10.0, 3.6), 80  # 800 x 288 pixels: readable text in a notebook and on GitHub
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> int:
@@ -123,27 +123,31 @@ class PEExplorer:
         FigureCanvasAgg(self.figure)
         # Fixed margins, and labels/titles as figure text at fixed places: otherwise matplotlib
         # measures every tick label on each draw to place them, most of the redraw time.
-        self.figure.subplots_adjust(left=0.065, right=0.99, bottom=0.17, top=0.88, wspace=0.3)
+        self.figure.subplots_adjust(left=0.06, right=0.99, bottom=0.16, top=0.87, wspace=0.32)
         self._axes = ax_map, ax_curve, ax_dot = self.figure.subplots(1, 3)
+        self._im = ax_map.imshow(
+            np.zeros((2, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
+        )
+        colorbar = self.figure.colorbar(self._im, ax=ax_map, fraction=0.06, pad=0.02, ticks=[-1, 0, 1])
+        colorbar.ax.tick_params(labelsize=8)
         self._titles = []
         for ax, xlabel in zip(
             self._axes, ("dimension", "position", "offset k = n - m"), strict=True
         ):
             middle = (ax.get_position().x0 + ax.get_position().x1) / 2
-            self.figure.text(middle, 0.02, xlabel, ha="center", fontsize=8)
-            self._titles.append(self.figure.text(middle, 0.92, "", ha="center", fontsize=8))
-            ax.tick_params(labelsize=7)
+            self.figure.text(middle, 0.02, xlabel, ha="center", fontsize=9)
+            self._titles.append(self.figure.text(middle, 0.92, "", ha="center", fontsize=9))
+            ax.tick_params(labelsize=8)
             ax.locator_params(nbins=4)  # each tick label costs render time
-        self.figure.text(0.008, 0.5, "position", rotation=90, va="center", fontsize=8)
-        self._im = ax_map.imshow(
-            np.zeros((2, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
-        )
-        self._row = ax_map.axhline(0, color="gold", lw=1.5)
-        self._col = ax_map.axvline(0, color="gold", lw=1.5)
+        self.figure.text(0.008, 0.5, "position", rotation=90, va="center", fontsize=9)
+        # Black markers: gold vanished against the red-white-blue table.
+        self._row = ax_map.axhline(0, color="black", lw=1.2, ls="--")
+        self._col = ax_map.axvline(0, color="black", lw=1.2, ls="--")
         self._lines = [
-            ax_curve.plot([], [], lw=1.2)[0] for _ in range(2)
-        ]  # sin (blue), cos (orange)
-        ax_curve.set_ylim(-1.1, 1.1)
+            ax_curve.plot([], [], lw=1.2, label=label)[0] for label in ("sin (even dim)", "cos (odd dim)")
+        ]
+        ax_curve.set_ylim(-1.1, 1.45)  # room for the legend above the curves
+        ax_curve.legend(loc="upper right", fontsize=8, ncol=2, frameon=False)
         self._closed = ax_dot.plot([], [], color="0.6", lw=1)[0]  # the closed form, every offset
         self._dots = ax_dot.plot([], [], "o", ms=2.5, color="C3")[0]  # the dot products, for this m
 
