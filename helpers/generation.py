@@ -107,7 +107,11 @@ def cached_attention(attn: MultiHeadAttention, x: torch.Tensor, cache: KVCache, 
 def check_sampling(temperature, top_k, top_p, vocab_size: int | None) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
-    if not (temperature > 0 and math.isfinite(temperature)):
+    try:
+        finite = math.isfinite(float(temperature))
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not (temperature > 0 and finite):
         raise ValueError(f"temperature must be a finite number > 0 (use top_k=1 for greedy), got {temperature}")
     if top_k is not None:
         check_int("top_k", top_k)
@@ -131,7 +135,7 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
     logits = logits.float()
     shifted = logits - logits.amax(-1, keepdim=True)  # (..., V), max 0
     # 0 stays 0 even when τ rounds to 0 in float32 (0/0 would be NaN); the rest -> -inf at worst
-    logits = torch.where(shifted == 0, shifted, shifted / temperature)
+    logits = torch.where(shifted == 0, shifted, shifted / float(temperature))
     if top_k is not None:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., V) -> (..., 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

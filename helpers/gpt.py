@@ -202,7 +202,7 @@ class GPT(nn.Module):
         check_tensor("idx", idx, ndim=2, floating=False)
         if idx.shape[1] < 1:
             raise ValueError("idx must hold at least one token per row, got T=0")
-        check_token_ids(idx, self.config.vocab_size, name="idx")
+        idx = check_token_ids(idx, self.config.vocab_size, name="idx")  # any integer dtype -> int64
         check_int("max_new_tokens", max_new_tokens, minimum=0)
         check_sampling(temperature, top_k, top_p, self.config.vocab_size)
         if generator is not None and not isinstance(generator, torch.Generator):

@@ -605,9 +605,10 @@ def test_generate_temperature_returns_valid_tokens_or_names_it(t):
         assert out.shape == (1, 5) and int(out.min()) >= 0 and int(out.max()) < 11
 
 
-def test_generate_tiny_temperature_from_the_issue():
-    with pytest.raises(ValueError, match="temperature"):
-        tiny_gpt().generate(torch.tensor([[1]]), 2, temperature=1e-40)
+def test_generate_tiny_temperature_from_the_issue_is_greedy_not_nan():
+    model = tiny_gpt()
+    tiny = model.generate(torch.tensor([[1]]), 4, temperature=1e-40, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tiny, model.generate(torch.tensor([[1]]), 4, top_k=1))
 
 
 # --- float16 attention ----------------------------------------------------------------------------
