@@ -52,8 +52,8 @@ from helpers.bpe import SPLIT_PATTERN
 from helpers.embeddings import TokenEmbedding
 from helpers.fileio import atomic_write
 from helpers.plots import figure_to_png, heatmap, loss_curves
-from helpers.tokenizers import check_ids
 from helpers.positional import relative_rotation
+from helpers.tokenizers import check_ids
 from helpers.training import History, cosine_lr, estimate_loss, train, train_step
 from helpers.widgets import attention_explorer, pe_explorer
 

@@ -50,7 +50,7 @@ def test_bad_values_are_named(bad):
         check_close(1, 0.0, 0.0)
 
 
-@pytest.mark.parametrize("module", ["helpers.compare", "helpers.sampling", "helpers.widgets.throttle",
+@pytest.mark.parametrize("module", ["helpers.compare", "helpers.widgets.throttle",
                                     "helpers.widgets.next_token", "helpers.widgets.gpt_attention"])  # fmt: skip
 def test_doctests_of_the_new_modules(module):
     import doctest

@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.generation import filter_logits
 from helpers.models import GPT
 from helpers.plots import figure_to_png
-from helpers.sampling import next_token_probs
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
 from helpers.widgets.base import Explorer
@@ -136,8 +136,8 @@ class NextTokenExplorer(Explorer):
         if not hasattr(self, "ax_bar"):
             self._build_axes()
         raw = torch.softmax(self.logits.double(), dim=-1)  # (V,)
-        self.probs = next_token_probs(self.logits.double(), self.temperature.value, self.top_k.value or None,
-                                      self.top_p.value if self.top_p.value < 1.0 else None)  # fmt: skip
+        self.probs = torch.softmax(filter_logits(self.logits, self.temperature.value, self.top_k.value or None,
+                                                 self.top_p.value if self.top_p.value < 1.0 else None), -1)  # (V,)
         order = torch.argsort(raw, descending=True)[: self.n_bars].tolist()
         for bar, p in zip(self.raw_bars, raw[order].tolist(), strict=True):
             bar.set_height(p)
