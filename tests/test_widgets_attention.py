@@ -34,9 +34,9 @@ def test_default_state_and_short_deterministic_repr():
     assert ex.image.value[:8] == b"\x89PNG\r\n\x1a\n" and ex.image.width == "640" and ex.image.height == "280"
     assert ex.tokens == ["我", "爱", "你"] and ex.weights.shape == (3, 3) and ex.query_weights.shape == (3,)
     for control in (ex.head, ex.temperature, ex.query):
-        assert control.continuous_update is False
+        assert control.continuous_update is True  # live while dragging, throttled
     text = repr(ex)
-    assert text == "AttentionExplorer(sentence='我 爱 你', head=0, temperature=1.00, causal=False, query=2)"
+    assert text == "AttentionExplorer(sentence='我 爱 你', head=0, temperature=1.00, causal=False, positions=True, query=2)"
     bundle = ex._repr_mimebundle_()
     assert bundle["text/plain"] == text
     assert repr(attention_explorer()) == text and torch.equal(attention_explorer().weights, ex.weights)
@@ -151,3 +151,16 @@ def test_explorer_bad_arguments():
         draw_query_bars(None, torch.ones(2), ["a", "b", "c"])
     with pytest.raises(ValueError, match="weights"):
         attention_heads_figure(torch.ones(2, 3, 3), ["a", "b"])
+
+
+def test_positions_off_makes_reordered_sentences_indistinguishable():
+    # Without positions, 你爱我 is 我爱你 with its tokens permuted, and so are the weights:
+    # attention alone cannot tell the two sentences apart (the notebook-03 result).
+    ex = attention_explorer()
+    ex.positions.value = False
+    w_a = ex.model.weights(["我", "爱", "你"], positions=False)
+    w_b = ex.model.weights(["你", "爱", "我"], positions=False)
+    perm = [2, 1, 0]
+    torch.testing.assert_close(w_b, w_a[:, perm][:, :, perm])
+    assert not torch.allclose(ex.model.weights(["你", "爱", "我"]), ex.model.weights(["我", "爱", "你"])[:, perm][:, :, perm])
+    assert "no positions" in ex.figure.axes[0].get_title()

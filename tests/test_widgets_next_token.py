@@ -94,7 +94,7 @@ def test_throttle_draws_the_last_value_inside_an_event_loop():
 
     drawn = []
     state = {"v": 0}
-    t = Throttle(lambda: drawn.append(state["v"]), interval=0.05)
+    t = Throttle(lambda: drawn.append(state["v"]), interval=0.05, may_defer=lambda: True)  # as from the browser
 
     async def drag():
         for v in range(1, 11):
@@ -105,6 +105,14 @@ def test_throttle_draws_the_last_value_inside_an_event_loop():
 
     asyncio.run(drag())
     assert drawn[0] == 1 and drawn[-1] == 10 and len(drawn) < 10  # fewer draws, the last value drawn
+    code = Throttle(lambda: drawn.append("code"), interval=10.0)  # not from the browser: never deferred
+
+    async def cell():
+        code()
+        code()
+
+    asyncio.run(cell())
+    assert drawn[-2:] == ["code", "code"]
     with pytest.raises(ValueError, match="interval"):
         Throttle(lambda: None, interval=-1)
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import nn
@@ -34,6 +35,8 @@ from helpers.attention_plots import draw_query_bars, draw_weights
 from helpers.plots import figure_to_png
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.validate import check_int
+from helpers.widgets.base import Explorer
+from helpers.widgets.throttle import Throttle
 
 DEFAULT_SENTENCES = ("我 爱 你", "你 爱 我", "我 喜 欢 猫 。", "the cat sat on the mat", "the dog chased the cat")
 
@@ -57,15 +60,18 @@ class DemoAttention(nn.Module):
         self.attention = MultiHeadAttention(d_model, n_heads)
 
     @torch.no_grad()
-    def weights(self, tokens: Sequence[str], temperature: float = 1.0, causal: bool = False) -> torch.Tensor:
-        """(H, T, T) weights: softmax(q kᵀ / (√hs · temperature)), causal mask optional."""
+    def weights(self, tokens: Sequence[str], temperature: float = 1.0, causal: bool = False,
+                positions: bool = True) -> torch.Tensor:
+        """(H, T, T) weights: softmax(q kᵀ / (√hs · temperature)), causal mask and positions optional."""
         unknown = sorted({t for t in tokens if t not in self.index})
         if unknown or not tokens:
             raise ValueError(f"tokens must be a non-empty list from the vocabulary; unknown: {unknown}")
         if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
             raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
         ids = torch.tensor([[self.index[t] for t in tokens]])  # (1, T)
-        x = self.positions(self.embedding(ids))  # (1, T) -> (1, T, C)
+        x = self.embedding(ids)  # (1, T) -> (1, T, C)
+        if positions:  # without them, 我爱你 and 你爱我 give the same rows, only permuted
+            x = self.positions(x)
         mha, T = self.attention, len(tokens)
         q, k, v = (p(x).view(1, T, mha.n_heads, mha.head_dim).transpose(1, 2)  # (1, T, C) -> (1, H, T, hs)
                    for p in (mha.q_proj, mha.k_proj, mha.v_proj))  # fmt: skip
@@ -100,7 +106,7 @@ def _check_sentences(sentences) -> tuple[str, ...]:
     return tuple(sentences)
 
 
-class AttentionExplorer:
+class AttentionExplorer(Explorer):
     """The explorer's controls, figure and state; ``.widget`` is what Jupyter shows.
 
     ``weights`` (T, T) and ``query_weights`` (T,) are the data currently plotted;
@@ -113,18 +119,24 @@ class AttentionExplorer:
         H = model.attention.n_heads
         style = {"description_width": "initial"}
         self.sentence = widgets.Dropdown(options=list(sentences), value=sentences[0], description="sentence", style=style)
-        self.head = widgets.IntSlider(value=0, min=0, max=H - 1, description="head", continuous_update=False)
+        # Live while dragging (throttled); rows wrap, so the sliders keep their width at 1024 px.
+        live = {"continuous_update": True, "layout": widgets.Layout(min_width="250px", flex="1 1 250px")}
+        self.head = widgets.IntSlider(value=0, min=0, max=H - 1, description="head", **live)
         self.temperature = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature",
-                                                  readout_format=".2f", continuous_update=False, style=style)  # fmt: skip
+                                                  readout_format=".2f", style=style, **live)  # fmt: skip
         self.causal = widgets.Checkbox(value=False, description="causal mask", indent=False)
-        self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", continuous_update=False)
+        self.positions = widgets.Checkbox(value=True, description="positions", indent=False)
+        self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", **live)
         self.figure = Figure(figsize=(width / dpi, height / dpi))
+        FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
         self._syncing = False
-        for control in (self.sentence, self.head, self.temperature, self.causal, self.query):
+        self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
+        for control in (self.sentence, self.head, self.temperature, self.causal, self.positions, self.query):
             control.observe(self._on_change, names="value")
-        controls = widgets.VBox([widgets.HBox([self.sentence, self.causal]),
-                                 widgets.HBox([self.head, self.temperature, self.query])])  # fmt: skip
+        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
+        controls = widgets.VBox([widgets.HBox([self.sentence, self.causal, self.positions], layout=row),
+                                 widgets.HBox([self.head, self.temperature, self.query], layout=row)])  # fmt: skip
         self.widget = widgets.VBox([controls, self.image])
         self.update()
 
@@ -140,20 +152,21 @@ class AttentionExplorer:
             self.query.max = T - 1
             self._syncing = False
         if not self._syncing:
-            self.update()
+            self._redraw()
 
     def update(self) -> None:
         """Recompute the weights for the current controls and redraw the PNG."""
         start = time.perf_counter()
         tokens, h, t = self.tokens, self.head.value, self.query.value
-        all_heads = self.model.weights(tokens, temperature=self.temperature.value, causal=self.causal.value)
+        all_heads = self.model.weights(tokens, temperature=self.temperature.value, causal=self.causal.value,
+                                       positions=self.positions.value)  # fmt: skip
         self.weights = all_heads[h]  # (H, T, T) -> (T, T)
         self.query_weights = self.weights[t]  # (T, T) -> (T,)
         self.figure.clear()
         # A fixed layout: "constrained" would re-measure every label on each redraw (half the time).
         grid = {"width_ratios": [1.15, 1.0], "left": 0.09, "right": 0.98, "bottom": 0.2, "top": 0.9, "wspace": 0.35}
         ax_heat, ax_bar = self.figure.subplots(1, 2, gridspec_kw=grid)
-        mode = "causal" if self.causal.value else "full"
+        mode = ("causal" if self.causal.value else "full") + ("" if self.positions.value else ", no positions")
         draw_weights(ax_heat, self.weights, tokens, title=f"head {h}, {mode}, τ = {self.temperature.value:.2f}")
         ax_heat.add_patch(Rectangle((-0.5, t - 0.5), len(tokens), 1.0, fill=False, edgecolor="tab:red", linewidth=2))
         draw_query_bars(ax_bar, self.query_weights, tokens, title=f"weights of query {t}")
@@ -163,15 +176,9 @@ class AttentionExplorer:
     def __repr__(self) -> str:
         return (
             f"AttentionExplorer(sentence={self.sentence.value!r}, head={self.head.value}, "
-            f"temperature={self.temperature.value:.2f}, causal={self.causal.value}, query={self.query.value})"
+            f"temperature={self.temperature.value:.2f}, causal={self.causal.value}, positions={self.positions.value}, "
+            f"query={self.query.value})"
         )
-
-    def _repr_mimebundle_(self, **kwargs):
-        # The widget's own text/plain would spell out the PNG bytes: keep ours short and stable.
-        show = getattr(self.widget, "_repr_mimebundle_", None)
-        bundle = show(**kwargs) if callable(show) else {}
-        bundle["text/plain"] = repr(self)
-        return bundle
 
 
 def attention_explorer(

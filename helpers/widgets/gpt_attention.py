@@ -32,6 +32,7 @@ import time
 import ipywidgets as widgets
 import numpy as np
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -84,8 +85,9 @@ class GPTAttentionExplorer(Explorer):
         self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
         self.status = widgets.Label(value="")
         self.figure = Figure(figsize=(width / dpi, height / dpi))
+        FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
-        self._redraw = Throttle(self.update)
+        self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._syncing = False
         self.text.observe(self._on_text, names="value")
         for control in (self.layer, self.head, self.query, self.key):

@@ -32,6 +32,7 @@ import time
 import ipywidgets as widgets
 import numpy as np
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers.generation import filter_logits
@@ -70,8 +71,9 @@ class NextTokenExplorer(Explorer):
         self.sample = widgets.Button(description="sample next", icon="plus")
         self.status = widgets.Label(value="")
         self.figure = Figure(figsize=(width / dpi, height / dpi))
+        FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
-        self._redraw = Throttle(self.update)
+        self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self.prompt.observe(self._on_prompt, names="value")
         for control in (self.temperature, self.top_k, self.top_p):
             control.observe(lambda _change: self._redraw(), names="value")

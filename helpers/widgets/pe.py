@@ -36,6 +36,8 @@ from matplotlib.figure import Figure
 from helpers.plots import figure_to_png
 from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
+from helpers.widgets.base import Explorer
+from helpers.widgets.throttle import Throttle
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
 FIGSIZE, DPI = (10.0, 3.6), 80  # 800 x 288 pixels: readable text in a notebook and on GitHub
@@ -48,7 +50,7 @@ def _check_range(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-class PEExplorer:
+class PEExplorer(Explorer):
     """The explorer's state, controls, figure and image; ``.widget`` is what Jupyter shows."""
 
     def __init__(
@@ -74,7 +76,9 @@ class PEExplorer:
             raise ValueError(f"base must be in [{low:g}, {high:g}], got {base}")
         _check_range("dim", dim, 0, d_model - 1)
         _check_range("position", position, 0, seq_len - 1)
-        common = {"continuous_update": False, "style": {"description_width": "70px"}}
+        # Live while dragging (throttled); rows wrap, so the sliders keep their width at 1024 px.
+        common = {"continuous_update": True, "style": {"description_width": "70px"},
+                  "layout": widgets.Layout(min_width="250px", flex="1 1 250px")}
         self.controls = {
             "seq_len": widgets.IntSlider(
                 seq_len, min=2, max=MAX_LEN, description="seq_len", **common
@@ -102,13 +106,15 @@ class PEExplorer:
             format="png", width=int(FIGSIZE[0] * DPI), height=int(FIGSIZE[1] * DPI)
         )
         c = self.controls
+        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
         self.widget = widgets.VBox(
             [
-                widgets.HBox([c["seq_len"], c["d_model"], c["base"]]),
-                widgets.HBox([c["dim"], c["position"]]),
+                widgets.HBox([c["seq_len"], c["d_model"], c["base"]], layout=row),
+                widgets.HBox([c["dim"], c["position"]], layout=row),
                 self.image,
             ]
         )
+        self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._build_figure()
         self._busy = False
         self.last_update_s = 0.0
@@ -156,7 +162,7 @@ class PEExplorer:
             return
         before = {name: control.value for name, control in self.controls.items()}
         try:
-            self.update()
+            self._redraw()  # deferred only while the browser drags; code gets its redraw at once
         except (TypeError, ValueError):
             # A refused value (e.g. an odd d_model set from code) must not stay in the control,
             # nor the clamps it caused: put every old value back, redraw, and report the error.
@@ -226,12 +232,6 @@ class PEExplorer:
             f"PEExplorer(seq_len={c['seq_len'].value}, d_model={c['d_model'].value}, "
             f"base={c['base'].value:g}, dim={c['dim'].value}, position={c['position'].value})"
         )
-
-    def _repr_mimebundle_(self, **kwargs):
-        # The widget view, with a short text/plain: the VBox's own repr would hold PNG bytes.
-        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
-        bundle["text/plain"] = repr(self)
-        return bundle
 
 
 def pe_explorer(
