@@ -238,6 +238,30 @@ def test_damaged_checkpoint_fields_are_named(tmp_path, field, value):
         load_checkpoint(tmp_path / "ck.pt", nn.Linear(2, 2))
 
 
+@FAST
+@given(cut=st.floats(0.0, 0.999), flips=st.lists(st.tuples(st.floats(0, 0.999), st.integers(1, 255)), max_size=3))
+def test_truncated_or_flipped_checkpoints_raise_value_errors(tmp_path_factory, cut, flips):
+    d = tmp_path_factory.mktemp("ck")
+    model, opt = nn.Linear(3, 2), None
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(1, 3)).sum().backward()
+    opt.step()
+    path = save_checkpoint(d / "ck.pt", model, opt, step=1)
+    raw = bytearray(path.read_bytes())
+    for where, xor in flips:
+        raw[int(where * len(raw))] ^= xor
+    if not flips:
+        raw = raw[: int(cut * len(raw))]
+    path.write_bytes(bytes(raw))
+    try:
+        with time_limit():
+            load_checkpoint(path, nn.Linear(3, 2), torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.1, momentum=0.9))
+    except ValueError as e:
+        assert "ck.pt" in str(e)
+    else:
+        assert flips, "a truncated file loaded"
+
+
 @pytest.mark.parametrize("path, error", [(None, TypeError), (3, TypeError), (b"x.pt", TypeError), ("", ValueError),
                                          (".", ValueError)])
 def test_checkpoint_path_of_the_wrong_kind(path, error):
