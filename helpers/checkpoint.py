@@ -170,9 +170,10 @@ def _check_fields(payload: dict, path: Path) -> None:
             raise ValueError(f"{path} is damaged: its field {key!r} is missing")
         if not isinstance(payload.get(key), kinds):
             raise ValueError(f"{path} is damaged: its field {key!r} is a {type(payload.get(key)).__name__}")
-    bad = [k for k, v in payload["model"].items() if not isinstance(k, str)]
+    bad = [k for k, v in payload["model"].items() if not isinstance(k, str)
+           or not (isinstance(v, torch.Tensor) or k.endswith("_extra_state"))]  # extra state may be plain data
     if bad:
-        raise ValueError(f"{path} is damaged: field 'model' has non-str key(s) {bad[:3]}")
+        raise ValueError(f"{path} is damaged: field 'model' has non-str key(s) or non-tensor value(s) at {bad[:3]}")
 
 
 def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict:
@@ -204,7 +205,7 @@ def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     if optimizer is not None:
         try:
             optimizer.load_state_dict(payload["optimizer"])
-        except (ValueError, KeyError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError) as e:  # damaged state
             raise ValueError(f"{path}: the optimizer state does not fit this optimizer: {e}") from None
     model.load_state_dict(payload["model"])
     return payload["meta"]

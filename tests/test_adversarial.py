@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import dataclasses
 import enum
 import json
 import math
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -236,6 +238,30 @@ def test_damaged_checkpoint_fields_are_named(tmp_path, field, value):
     torch.save(payload, tmp_path / "ck.pt")
     with pytest.raises(ValueError, match=f"ck.pt.*{field}"):
         load_checkpoint(tmp_path / "ck.pt", nn.Linear(2, 2))
+
+
+@FAST
+@given(cut=st.floats(0.0, 0.999), flips=st.lists(st.tuples(st.floats(0, 0.999), st.integers(1, 255)), max_size=3))
+def test_truncated_or_flipped_checkpoints_raise_value_errors(tmp_path_factory, cut, flips):
+    d = tmp_path_factory.mktemp("ck")
+    model, opt = nn.Linear(3, 2), None
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(1, 3)).sum().backward()
+    opt.step()
+    path = save_checkpoint(d / "ck.pt", model, opt, step=1)
+    raw = bytearray(path.read_bytes())
+    for where, xor in flips:
+        raw[int(where * len(raw))] ^= xor
+    if not flips:
+        raw = raw[: int(cut * len(raw))]
+    path.write_bytes(bytes(raw))
+    try:
+        with time_limit():
+            load_checkpoint(path, nn.Linear(3, 2), torch.optim.SGD(nn.Linear(3, 2).parameters(), lr=0.1, momentum=0.9))
+    except ValueError as e:
+        assert "ck.pt" in str(e)
+    else:
+        assert flips, "a truncated file loaded"
 
 
 @pytest.mark.parametrize("path, error", [(None, TypeError), (3, TypeError), (b"x.pt", TypeError), ("", ValueError),
@@ -480,6 +506,10 @@ def test_configs_are_validated_again_when_edited():
     with pytest.raises((TypeError, ValueError), match="betas"):
         TrainConfig(betas=0.9)
     assert dataclasses.asdict(tc) == dataclasses.asdict(TrainConfig())  # no hidden field leaks out
+    clone = copy.deepcopy(cfg)
+    assert clone == cfg and pickle.loads(pickle.dumps(cfg)) == cfg
+    with pytest.raises(ValueError, match="d_model"):
+        clone.d_model = 0  # a copy is guarded too
 
 
 train_fields = {
@@ -751,28 +781,33 @@ def _qkv():
     return {"q": torch.randn(1, 2, 3, 4), "k": torch.randn(1, 2, 3, 4), "v": torch.randn(1, 2, 3, 4)}
 
 
-def _gpt_forward(idx=torch.tensor([[1, 2]]), targets=None):
+IDX = torch.tensor([[1, 2]])
+X = torch.randn(1, 3, 8)
+
+
+def _gpt_forward(idx=IDX, targets=None):
     return tiny_gpt()(idx, targets)
 
 
-def _generate(idx=torch.tensor([[1, 2]]), max_new_tokens=2, temperature=1.0, top_k=None, generator=None):
+def _generate(idx=IDX, max_new_tokens=2, temperature=1.0, top_k=None, generator=None):
     return tiny_gpt().generate(idx, max_new_tokens, temperature, top_k, generator)
 
 
-def _mha_forward(query=torch.randn(1, 3, 8), key=torch.randn(1, 3, 8), value=torch.randn(1, 3, 8), mask=None,
-                 return_weights=False, is_causal=False):  # fmt: skip
+def _mha_forward(query=X, key=X, value=X, mask=None, return_weights=False, is_causal=False):
     torch.manual_seed(0)
     return MultiHeadAttention(8, 2)(query, key, value, mask, return_weights, is_causal)
 
 
-def _transformer_forward(src=torch.tensor([[1, 2, 0]]), tgt=torch.tensor([[1, 3]]), src_mask=None, tgt_mask=None,
-                         memory_mask=None):  # fmt: skip
+SRC, TGT = torch.tensor([[1, 2, 0]]), torch.tensor([[1, 3]])
+
+
+def _transformer_forward(src=SRC, tgt=TGT, src_mask=None, tgt_mask=None, memory_mask=None):
     torch.manual_seed(0)
-    return Transformer(11, 11, d_model=8, n_heads=2, n_layers=1, d_ff=16, pad_id=0)(src, tgt, src_mask, tgt_mask,
-                                                                                   memory_mask)
+    model = Transformer(11, 11, d_model=8, n_heads=2, n_layers=1, d_ff=16, pad_id=0)
+    return model(src, tgt, src_mask, tgt_mask, memory_mask)
 
 
-def _greedy(src=torch.tensor([[1, 2]]), max_len=3, bos_id=1, eos_id=2):
+def _greedy(src=IDX, max_len=3, bos_id=1, eos_id=2):
     return Transformer(11, 11, d_model=8, n_heads=2, n_layers=1, d_ff=16).greedy_decode(src, max_len, bos_id, eos_id)
 
 
@@ -884,3 +919,12 @@ def test_hostile_argument_sweep(name, param):
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and not torch.isfinite(r).all():
                     escaped.append(f"{bad!r}: returned non-finite values")
     assert not escaped, "\n".join(escaped)
+
+
+def test_fileio_docstring_example_runs():
+    import doctest
+
+    import helpers.fileio
+
+    result = doctest.testmod(helpers.fileio)
+    assert result.attempted > 0 and result.failed == 0
