@@ -169,7 +169,8 @@ class GPT(nn.Module):
     def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Run only the new tokens idx (B, t) after the ``cache.length`` cached ones: -> last logits (B, V).
 
-        Their keys and values are added to the cache. Equals ``self(whole)[0][:, -1]`` up to rounding.
+        Their keys and values are added to the cache. Equals ``self(whole)[0][:, -1]`` up to rounding
+        in eval mode (it is for generation: attention dropout is not applied here).
         """
         check_token_ids(check_tensor("idx", idx, ndim=2, floating=False), self.config.vocab_size, name="idx")
         if not isinstance(cache, KVCache):

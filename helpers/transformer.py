@@ -10,7 +10,7 @@ Shapes: B batch, S source length, T target length, C = d_model, H heads, L layer
     encode(src)              (B, S) -> memory (B, S, C)
     decode(tgt, memory)      (B, T), (B, S, C) -> (B, T, C)
     forward(src, tgt)        (B, S), (B, T) -> logits (B, T, V_tgt)
-    greedy_decode(src, n)    (B, S) -> (B, ≤ n), starting with bos_id
+    greedy_decode(src, n)    (B, S) -> (B, ≤ n), starting with bos_id (KV cache on; use_cache=False without)
     weights (return_weights=True): encoder (L, B, H, S, S), decoder_self (L, B, H, T, T),
                                    decoder_cross (L, B, H, T, S)
 

@@ -44,8 +44,7 @@ def test_forward_cached_equals_full_pass_row_by_row(positional, t0):
 
 
 @pytest.mark.parametrize("B", [1, 3])
-@pytest.mark.parametrize("T0,n", [(1, 3), (2, BLOCK - 2), (3, BLOCK - 3), (1, BLOCK), (5, 3 * BLOCK), (BLOCK, 4),
-                                  (BLOCK + 2, 5)])
+@pytest.mark.parametrize("T0,n", [(1, 3), (2, BLOCK - 2), (1, BLOCK), (BLOCK, 4), (BLOCK + 2, 5), (5, 3 * BLOCK)])
 def test_cached_greedy_equals_uncached(B, T0, n):
     """Lengths below, exactly at (T0 + n == BLOCK), one past (rebuild) and far beyond block_size."""
     model = gpt()
@@ -176,7 +175,7 @@ def seq2seq(norm_first, pad_id, seed=0):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("pad_id", [None, 0])
-@pytest.mark.parametrize("max_len", [1, 2, 9, 20])
+@pytest.mark.parametrize("max_len", [1, 9, 20])
 def test_greedy_decode_cached_equals_uncached(norm_first, pad_id, max_len):
     model = seq2seq(norm_first, pad_id)
     src = torch.randint(1, 13, (4, 6), generator=torch.Generator().manual_seed(0))
