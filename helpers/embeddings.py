@@ -1,7 +1,10 @@
 """Token embeddings: `nn.Embedding` plus the two things it lacks for this course.
 
-1. The paper multiplies embeddings by √d_model (section 3.4), so that with small
-   initial weights they are not drowned by the positional encoding added next.
+1. The paper multiplies embeddings by √d_model (section 3.4; it gives no reason). With small
+   initial weights (Google's reference code: N(0, 1/d_model)) that puts them on the scale of
+   the positional encoding added next. Beware: the table keeps `nn.Embedding`'s N(0, 1)
+   default, which ×√d_model drowns the encoding; `helpers.transformer.Transformer`
+   re-initialises it (xavier_uniform_). Used alone, initialise it small yourself.
 2. Ids are checked: an id outside the vocabulary raises a ValueError naming the
    vocabulary size, instead of an IndexError from deep inside torch.
 
