@@ -71,5 +71,10 @@ test-browser: install
 bench: install
 	$(BIN)/python bench/bench_gpt.py
 
+# Re-train pretrained/char_gpt.pt (CPU, 1 thread, seeded); then record the printed sha256 in helpers/pretrained.py.
+.PHONY: pretrain
+pretrain: install
+	$(BIN)/python tools/pretrain.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

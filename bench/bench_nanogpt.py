@@ -1,0 +1,156 @@
+"""Training speed of our GPT against nanoGPT's own model.py, in one process, at 1 and 2 threads.
+
+    .venv/bin/python bench/bench_nanogpt.py --nanogpt PATH/TO/nanoGPT     # a checkout of karpathy/nanoGPT
+
+nanoGPT (MIT licence) is imported from that folder at run time only; nothing of it is copied
+here. Config as bench_gpt.py: char-level pydoc, 4 layers, 4 heads, width 128, block 64,
+batch 12, dropout 0. nanoGPT gets our weights (so the logits match), the same batches, and
+is trained the way its train.py does it on a CPU: ``configure_optimizers`` (AdamW, fused only
+on CUDA), clipping at 1.0. Ours uses ``helpers.training.make_optimizer`` (fused AdamW on CPU)
+and ``train_step``. A third variant, ours with nanoGPT's optimizer settings, separates the
+model from the optimizer. Timing rounds alternate between the variants; medians reported.
+
+MFU: model FLOPs per token 6N + 12·L·T·C (nanoGPT's ``estimate_mfu`` formula; N without the
+position embeddings) against the float32 matmul peak measured in this run at the same
+thread count (a square ``torch.mm``, the best of a few tries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from helpers.data import get_batch, load_corpus, train_val_split
+from helpers.device import set_seed
+from helpers.models import GPT, GPTConfig
+from helpers.tokenizers import CharTokenizer
+from helpers.training import TrainConfig, make_optimizer, train_step
+
+BLOCK, BATCH, LR, BETAS, WD = 64, 12, 1e-3, (0.9, 0.99), 0.1
+
+
+def import_nanogpt(folder: Path):
+    spec = importlib.util.spec_from_file_location("nanogpt_model", folder / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@torch.no_grad()
+def copy_ours_into_nanogpt(ours: GPT, theirs) -> None:
+    t = theirs.transformer
+    t.wte.weight.copy_(ours.tok_emb.weight)  # nanoGPT ties lm_head to wte, as ours ties head to tok_emb
+    t.wpe.weight.copy_(ours.pos_emb.embedding.weight)
+    for mine, block in zip(t.h, ours.blocks, strict=True):
+        a = block.self_attn
+        mine.attn.c_attn.weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))  # (3C, C)
+        mine.attn.c_attn.bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))  # (3C,)
+        for dst, src in ((mine.attn.c_proj, a.out_proj), (mine.mlp.c_fc, block.ff.linear1),
+                         (mine.mlp.c_proj, block.ff.linear2), (mine.ln_1, block.norm1), (mine.ln_2, block.norm2)):
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+    t.ln_f.weight.copy_(ours.ln_f.weight)
+    t.ln_f.bias.copy_(ours.ln_f.bias)
+
+
+def nanogpt_step(model, batch, optimizer) -> float:
+    """One step the way nanoGPT's train.py takes it (no grad accumulation, no scaler on CPU)."""
+    x, y = batch
+    _, loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def matmul_peak(threads: int, n: int = 1024, tries: int = 5) -> float:
+    """Best float32 FLOP/s of an n x n matmul at this thread count."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = 0.0
+    for _ in range(tries):
+        start = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - start))
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nanogpt", type=Path, default=os.environ.get("NANOGPT_DIR"),
+                    help="folder holding nanoGPT's model.py (or set NANOGPT_DIR)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--steps", type=int, default=30, help="training steps per timing round")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    if args.nanogpt is None or not (Path(args.nanogpt) / "model.py").is_file():
+        raise SystemExit("pass --nanogpt PATH (a checkout of https://github.com/karpathy/nanoGPT holding model.py)")
+    nano = import_nanogpt(Path(args.nanogpt))
+    set_seed(0)
+    print(f"torch {torch.__version__}; load average at start {os.getloadavg()[0]:.2f}")
+
+    text = load_corpus("pydoc")
+    tok = CharTokenizer.from_text(text)
+    train_data, _ = train_val_split(torch.tensor(tok.encode(text)), 0.1, chunks=10)
+    g = torch.Generator().manual_seed(0)
+    batches = [get_batch(train_data, BLOCK, BATCH, generator=g) for _ in range(args.steps)]
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=BLOCK, d_model=128, n_heads=4, n_layers=4, dropout=0.0)
+    ours = GPT(cfg)
+    theirs = nano.GPT(nano.GPTConfig(block_size=BLOCK, vocab_size=tok.vocab_size, n_layer=4, n_head=4, n_embd=128,
+                                     dropout=0.0, bias=True))
+    copy_ours_into_nanogpt(ours, theirs)
+    x, y = batches[0]
+    with torch.no_grad():
+        diff = (ours(x)[0] - theirs(x, y)[0]).abs().max().item()
+    print(f"max |logits ours - nanoGPT| with copied weights: {diff:.1e}")
+
+    def nano_opt(m):
+        return m.configure_optimizers(WD, LR, BETAS, "cpu")
+
+    def plain_opt(m):  # ours with nanoGPT's optimizer settings: same groups, not fused on CPU
+        return torch.optim.AdamW(make_optimizer(m, TrainConfig(lr=LR, betas=BETAS, weight_decay=WD)).param_groups,
+                                 lr=LR, betas=BETAS)
+
+    variants = {
+        "ours": (copy.deepcopy(ours), lambda m: make_optimizer(m, TrainConfig(lr=LR, betas=BETAS, weight_decay=WD)),
+                 lambda m, b, o: train_step(m, b, o, grad_clip=1.0)),
+        "ours, unfused AdamW": (copy.deepcopy(ours), plain_opt, lambda m, b, o: train_step(m, b, o, grad_clip=1.0)),
+        "nanoGPT": (copy.deepcopy(theirs), nano_opt, nanogpt_step),
+    }
+    n_params = sum(p.numel() for p in ours.parameters()) - ours.pos_emb.embedding.weight.numel()
+    flops_per_token = 6 * n_params + 12 * cfg.n_layers * BLOCK * cfg.d_model
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        models = {k: (copy.deepcopy(m), step) for k, (m, _, step) in variants.items()}
+        opts = {k: variants[k][1](m) for k, (m, _) in models.items()}
+        rates = {k: [] for k in models}
+        for k, (m, step) in models.items():  # warm-up round: first calls allocate
+            for b in batches[:3]:
+                step(m, b, opts[k])
+        for _ in range(args.rounds):
+            for k, (m, step) in models.items():
+                start = time.perf_counter()
+                for b in batches:
+                    step(m, b, opts[k])
+                rates[k].append(len(batches) * BATCH * BLOCK / (time.perf_counter() - start))
+        peak = matmul_peak(threads)
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        print(f"\n{threads} thread(s): matmul peak {peak / 1e9:.1f} GFLOP/s; load average {os.getloadavg()[0]:.2f}")
+        for k, r in med.items():
+            print(f"  {k:20s} {r:8.0f} tokens/s  MFU {100 * r * flops_per_token / peak:5.1f} %   "
+                  f"rounds: {', '.join(f'{v:.0f}' for v in rates[k])}")
+        print(f"  ratio ours / nanoGPT = {med['ours'] / med['nanoGPT']:.3f}; "
+              f"with the same (unfused) optimizer = {med['ours, unfused AdamW'] / med['nanoGPT']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
