@@ -197,3 +197,20 @@ def test_safetensors_reader_matches_library(tmp_path):
     (tmp_path / "cut.safetensors").write_bytes(data[:-8])  # the data section ends too early
     with pytest.raises(ValueError, match=r"cut\.safetensors: tensor '.*' .*bad data offsets"):
         read_safetensors(tmp_path / "cut.safetensors")
+
+
+def test_gelu_tanh_is_gpt2s_formula():
+    """GPT-2's GELU, written as in its code: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
+    from helpers.layers import FeedForward
+
+    ff = FeedForward(4, 8, activation="gelu_tanh")
+    with torch.no_grad():
+        ff.linear1.weight.copy_(torch.eye(8, 4))  # hidden = x in the first 4 units
+        ff.linear1.bias.zero_()
+        x = torch.linspace(-5, 5, 4 * 9).view(1, 9, 4)
+        h = ff.linear1(x)
+        gpt2 = 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h**3)))
+        assert torch.allclose(ff.linear2(gpt2), ff(x), atol=1e-6)
+        exact = FeedForward(4, 8, activation="gelu")
+        exact.load_state_dict(ff.state_dict())
+        assert (exact(x) - ff(x)).abs().max() > 1e-5  # the two GELUs do differ
