@@ -76,5 +76,10 @@ bench: install
 pretrain: install
 	$(BIN)/python tools/pretrain.py
 
+# Optional, needs internet: GPT-2 small into checkpoints/gpt2/, sha256-verified (README: Real GPT-2).
+.PHONY: gpt2
+gpt2: install
+	$(BIN)/python tools/download_gpt2.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

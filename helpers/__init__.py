@@ -11,6 +11,8 @@ from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
 from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.device import get_device, set_seed
+from helpers.gpt2 import load_gpt2
+from helpers.gpt2_tokenizer import GPT2Tokenizer
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
 from helpers.positional import (
@@ -30,3 +32,4 @@ __all__ = [
     "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
     "set_seed", "sinusoidal_table", "train", "train_val_split",
 ]
+__all__ += ["GPT2Tokenizer", "load_gpt2"]

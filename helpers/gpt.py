@@ -53,6 +53,7 @@ class GPTConfig(Revalidated):  # an edit after construction is validated again (
     positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (the paper)
     tie_weights: bool = True  # head.weight is the token embedding matrix
     bias: bool = True  # biases in Linear layers (GPT-2 has them)
+    activation: str = "gelu"  # feed-forward: "gelu" (exact erf) or "gelu_tanh" (GPT-2's approximation)
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "d_model", "n_heads", "n_layers"):
@@ -67,6 +68,8 @@ class GPTConfig(Revalidated):  # an edit after construction is validated again (
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"positional='sinusoidal' needs an even d_model, got {self.d_model}")
+        if self.activation not in ("gelu", "gelu_tanh"):
+            raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
         for name in ("tie_weights", "bias"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
@@ -85,7 +88,7 @@ class GPT(nn.Module):
             self.pos_emb = SinusoidalPositionalEncoding(c.d_model, max_len=c.block_size)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation="gelu", bias=c.bias)
+            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation, bias=c.bias)
             for _ in range(c.n_layers)
         )
         self.ln_f = nn.LayerNorm(c.d_model)  # pre-LN blocks leave the residual stream un-normalised

@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,6 +36,7 @@ from helpers.attention import MultiHeadAttention, check_mask
 from helpers.validate import check_bool, check_int, check_positive, check_probability, check_tensor
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+_ACTIVATIONS["gelu_tanh"] = partial(F.gelu, approximate="tanh")  # GPT-2's GELU
 
 
 def _check_activation(activation) -> str:
