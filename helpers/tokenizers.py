@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -104,6 +104,8 @@ class CharTokenizer:
     """One id per character; ids follow the sorted order of the characters."""
 
     def __init__(self, chars: Sequence[str]):
+        if isinstance(chars, Mapping | set | frozenset):  # no order, or keys that are not the vocabulary
+            raise TypeError(f"chars must be a sequence of single characters, got {type(chars).__name__}")
         try:  # a 0-d tensor is an Iterable that cannot be iterated: ask, don't check
             chars = list(chars)
         except TypeError:
