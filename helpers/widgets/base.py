@@ -14,6 +14,29 @@ from __future__ import annotations
 import base64
 
 
+def check_char_model(model, tokenizer) -> None:
+    """The trained-model explorers need a helpers `GPT` and the `CharTokenizer` it was trained with."""
+    from helpers.models import GPT
+    from helpers.tokenizers import CharTokenizer
+
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a helpers GPT, got {type(model).__name__}")
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is "
+                         f"{model.config.vocab_size}")  # fmt: skip
+
+
+def known_text(tokenizer, text: str, max_len: int) -> tuple[str, str]:
+    """The last ``max_len`` characters of ``text`` that the tokenizer knows (never empty), and a
+    status line naming the characters that were skipped ("" when none were)."""
+    known = "".join(ch for ch in text if ch in tokenizer._stoi)
+    unknown = sorted(set(text) - set(known))
+    status = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
+    return (known or tokenizer.chars[0])[-max_len:], status
+
+
 class Explorer:
     """Mixin: subclasses set ``self.widget`` and ``self.image`` and define ``__repr__``."""
 

@@ -40,7 +40,7 @@ from helpers.models import GPT
 from helpers.plots import figure_to_png
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, check_char_model, known_text
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
@@ -100,11 +100,7 @@ class GPTAttentionExplorer(Explorer):
 
     @torch.no_grad()
     def _run_model(self) -> None:
-        text = self.text.value
-        known = "".join(ch for ch in text if ch in self.tokenizer._stoi)
-        unknown = sorted(set(text) - set(known))
-        self.status.value = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
-        known = (known or self.tokenizer.chars[0])[-self.model.config.block_size :]
+        known, self.status.value = known_text(self.tokenizer, self.text.value, self.model.config.block_size)
         self.chars = list(known)
         ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
         self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
@@ -197,13 +193,7 @@ class GPTAttentionExplorer(Explorer):
 def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,
                            width: int = 960, height: int = 340) -> GPTAttentionExplorer:
     """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc)."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a helpers GPT, got {type(model).__name__}")
-    if not isinstance(tokenizer, CharTokenizer):
-        raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
-    if tokenizer.vocab_size != model.config.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is "
-                         f"{model.config.vocab_size}")  # fmt: skip
+    check_char_model(model, tokenizer)
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     check_int("width", width, minimum=400)

@@ -36,11 +36,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers.generation import filter_logits
-from helpers.models import GPT
 from helpers.plots import figure_to_png
-from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, check_char_model, known_text
 from helpers.widgets.throttle import Throttle
 
 VISIBLE = {"\n": "\\n", " ": "␣", "\t": "\\t"}
@@ -88,12 +86,8 @@ class NextTokenExplorer(Explorer):
 
     def _ids(self) -> list[int]:
         """The prompt's ids, unknown characters skipped (and named in the status line)."""
-        text = self.prompt.value
-        known = [c for c in text if c in self.tokenizer._stoi]
-        unknown = sorted(set(text) - set(known))
-        self.status.value = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
-        ids = self.tokenizer.encode("".join(known)) or self.tokenizer.encode(self.tokenizer.chars[0])
-        return ids[-self.model.config.block_size :]
+        known, self.status.value = known_text(self.tokenizer, self.prompt.value, self.model.config.block_size)
+        return self.tokenizer.encode(known)
 
     @torch.no_grad()
     def _run_model(self) -> None:
@@ -173,13 +167,7 @@ def next_token_explorer(model, tokenizer, prompt: str = "def ", *, n_bars: int =
         seed: seeds the sampling button's generator, so a session's samples are repeatable.
         width, height: the plot's size in pixels.
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"model must be a helpers GPT, got {type(model).__name__}")
-    if not isinstance(tokenizer, CharTokenizer):
-        raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
-    if tokenizer.vocab_size != model.config.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is "
-                         f"{model.config.vocab_size}")  # fmt: skip
+    check_char_model(model, tokenizer)
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     check_int("n_bars", n_bars, minimum=1)
