@@ -80,7 +80,7 @@ def train_val_split(data, val_fraction: float = 0.1, chunks: int = 1):
         if chunks > n:
             raise ValueError(f"chunks ({chunks}) must not exceed the number of items ({n})")
         cuts = [n * i // chunks for i in range(chunks + 1)]  # k + 1 boundaries, pieces differ by <= 1 item
-        parts = [train_val_split(data[a:b], val_fraction) for a, b in zip(cuts, cuts[1:])]
+        parts = [train_val_split(data[a:b], val_fraction) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
     n_val = round(n * val_fraction)
     if n_val == 0 or n_val == n:

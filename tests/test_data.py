@@ -147,7 +147,7 @@ def test_train_val_split_in_chunks_partitions_the_data(data, chunks):
     assert type(train) is type(data) and type(val) is type(data)
     assert abs(len(val) - 0.1 * len(data)) <= chunks  # each piece rounds on its own
     cuts = [len(data) * i // chunks for i in range(chunks + 1)]
-    pieces = [train_val_split(data[a:b], 0.1) for a, b in zip(cuts, cuts[1:])]  # the default split of each piece
+    pieces = [train_val_split(data[a:b], 0.1) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]  # the default split of each piece
     assert list(train) == [x for p in pieces for x in p[0]]
     assert list(val) == [x for p in pieces for x in p[1]]
     assert sorted(list(train) + list(val)) == sorted(data)  # every item exactly once
