@@ -20,6 +20,7 @@ from helpers.positional import (
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
+from helpers.pretrained import load_pretrained
 from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
 
@@ -29,6 +30,7 @@ __all__ = [
     "SinusoidalPositionalEncoding", "TrainConfig", "Transformer", "WordTokenizer", "causal_mask",
     "check_close", "check_mask",
     "count_parameters", "estimate_loss", "get_batch", "get_device", "load_checkpoint", "load_corpus",
+    "load_pretrained",
     "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
     "set_seed", "sinusoidal_table", "train", "train_val_split",
 ]
