@@ -77,6 +77,8 @@ def check_sequence(name: str, value, item=str) -> list:
     """Return ``value`` as a list, refusing a lone str (``"<eos>"`` would read as 5 one-character items)."""
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be a list of {item.__name__}, not a single {type(value).__name__} (wrap it in a list)")
+    if isinstance(value, (dict, set, frozenset)):  # a dict would give its keys, a set no order
+        raise TypeError(f"{name} must be a list of {item.__name__}, got {type(value).__name__}")
     try:  # a 0-d tensor is an Iterable that cannot be iterated: ask, don't check
         value = list(value)
     except TypeError:
