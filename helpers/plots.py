@@ -124,17 +124,20 @@ def heatmap(
     return fig
 
 
-def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
+def figure_to_png(fig: Figure, dpi: int = 80, fast: bool = False) -> bytes:
     """Render a Figure to PNG bytes (for `ipywidgets.Image` and for saved figures).
 
     The PNG carries no timestamp or version metadata, so the same drawing gives the
-    same bytes on every run.
+    same bytes on every run. ``fast`` trades about 20 % more bytes for a quicker encode
+    (zlib level 1): what an explorer redrawing while a slider moves wants.
     """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     check_int("dpi", dpi, minimum=1)
+    if not isinstance(fast, bool):
+        raise TypeError(f"fast must be a bool, got {type(fast).__name__}")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, pil_kwargs={"compress_level": 1 if fast else 6})
     return buf.getvalue()
 
 

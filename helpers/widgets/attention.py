@@ -170,7 +170,7 @@ class AttentionExplorer(Explorer):
         draw_weights(ax_heat, self.weights, tokens, title=f"head {h}, {mode}, τ = {self.temperature.value:.2f}")
         ax_heat.add_patch(Rectangle((-0.5, t - 0.5), len(tokens), 1.0, fill=False, edgecolor="tab:red", linewidth=2))
         draw_query_bars(ax_bar, self.query_weights, tokens, title=f"weights of query {t}")
-        self.image.value = figure_to_png(self.figure, dpi=self.dpi)
+        self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:

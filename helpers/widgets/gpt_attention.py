@@ -130,7 +130,10 @@ class GPTAttentionExplorer(Explorer):
             self._redraw()
 
     def _draw_grid(self) -> None:
-        L, H = self.weights.shape[:2]
+        """Everything that depends only on the text: thumbnails, the large heatmap's axes and the
+        bars. `update` then changes data, titles and frames in place (no axes are rebuilt)."""
+        L, H, T = self.weights.shape[:3]
+        hs = self.q.shape[-1]
         self.figure.clear()
         outer = self.figure.add_gridspec(1, 3, width_ratios=[1.0, 1.25, 1.0], left=0.02, right=0.98,
                                          bottom=0.14, top=0.9, wspace=0.25)  # fmt: skip
@@ -143,8 +146,21 @@ class GPTAttentionExplorer(Explorer):
                 ax.set_xticks([])
                 ax.set_yticks([])
                 self.thumbs[layer, h] = ax
-        self.ax_big = self.figure.add_subplot(outer[1])
-        self.ax_terms = self.figure.add_subplot(outer[2])
+        labels = [show_char(ch) for ch in self.chars]
+        big = self.ax_big = self.figure.add_subplot(outer[1])
+        self.big_image = big.imshow(np.zeros((T, T)), cmap="Blues", vmin=0, vmax=1)
+        self.cell = big.add_patch(Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=2))
+        big.set_xticks(range(T), labels, fontsize=7)
+        big.set_yticks(range(T), labels, fontsize=7)
+        big.set_xlabel("key", fontsize=8)
+        big.set_ylabel("query", fontsize=8)
+        tx = self.ax_terms = self.figure.add_subplot(outer[2])
+        self.term_bars = tx.bar(np.arange(hs), np.zeros(hs))
+        tx.axhline(0, color="0.4", linewidth=0.8)
+        tx.set_xlabel("head dimension d", fontsize=8)
+        # One scale for every weight of this text, so bars compare across heads and cells.
+        bound = float((self.q.abs().amax((-2, -1)) * self.k.abs().amax((-2, -1))).max()) / math.sqrt(hs)  # (L, H)
+        tx.set_ylim(-bound, bound)
         self.frame = None
         self._grid_stale = False
 
@@ -161,28 +177,19 @@ class GPTAttentionExplorer(Explorer):
         for spine in self.thumbs[self.frame].spines.values():
             spine.set(edgecolor="tab:red", linewidth=2.5)
         labels = [show_char(ch) for ch in self.chars]
-        big = self.ax_big
-        big.clear()
-        big.imshow(self.weights[layer, h].numpy(), cmap="Blues", vmin=0, vmax=1)
-        big.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=2))
-        big.set_xticks(range(len(labels)), labels, fontsize=7)
-        big.set_yticks(range(len(labels)), labels, fontsize=7)
-        big.set_xlabel("key", fontsize=8)
-        big.set_ylabel("query", fontsize=8)
-        big.set_title(f"layer {layer}, head {h}", fontsize=10)
+        self.big_image.set_data(self.weights[layer, h].numpy())
+        self.cell.set_xy((s - 0.5, t - 0.5))
+        self.ax_big.set_title(f"layer {layer}, head {h}", fontsize=10)
         hs = self.q.shape[-1]
         self.terms = self.q[layer, h, t] * self.k[layer, h, s] / math.sqrt(hs)  # (hs,) * (hs,) -> (hs,)
         self.score = float(self.scores[layer, h, t, s])
         self.weight = float(self.weights[layer, h, t, s])
-        tx = self.ax_terms
-        tx.clear()
-        colors = np.where(self.terms.numpy() >= 0, "tab:blue", "tab:red")
-        tx.bar(np.arange(hs), self.terms.numpy(), color=colors)
-        tx.axhline(0, color="0.4", linewidth=0.8)
-        tx.set_xlabel("head dimension d", fontsize=8)
-        tx.set_title(f"{labels[t]!s}→{labels[s]!s}: Σ q_d k_d/√{hs} = {self.score:.2f}, weight {self.weight:.2f}",
-                     fontsize=9)  # fmt: skip
-        self.image.value = figure_to_png(self.figure, dpi=self.dpi)
+        for bar, term in zip(self.term_bars, self.terms.tolist(), strict=True):
+            bar.set_height(term)
+            bar.set_color("tab:blue" if term >= 0 else "tab:red")
+        self.ax_terms.set_title(f"{labels[t]}→{labels[s]}: Σ q_d k_d/√{hs} = {self.score:.2f}, weight {self.weight:.2f}",
+                                fontsize=9)  # fmt: skip
+        self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:

@@ -148,7 +148,7 @@ class NextTokenExplorer(Explorer):
         self.heat.set_data(shown)
         labels = [""] * (self.window - W) + [show_char(c) for c in self.context]
         self.ax_att.set_xticks(range(self.window), labels, fontsize=7)
-        self.image.value = figure_to_png(self.figure, dpi=self.dpi)
+        self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:

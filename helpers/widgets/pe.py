@@ -202,7 +202,7 @@ class PEExplorer(Explorer):
             axis=1
         )  # (2T-1, C/2) -> (2T-1,)
         self._draw(T, C, base, dim, m, pair, k, closed)
-        self.image.value = figure_to_png(self.figure, dpi=DPI)
+        self.image.value = figure_to_png(self.figure, dpi=DPI, fast=True)
         self.last_update_s = time.perf_counter() - start
 
     def _draw(self, T, C, base, dim, m, pair, k, closed) -> None:
