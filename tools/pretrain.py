@@ -4,9 +4,14 @@
     PYTHONPATH=. .venv/bin/python tools/pretrain.py --steps 50  # a quick smoke run
 
 Reproducible: ``set_seed(0)`` (1 CPU thread), batches from ``torch.Generator().manual_seed(1)``,
-evaluation batches from their own generators. Another CPU (instruction set, BLAS) gives
-slightly different last digits and so a slightly different model, with the same loss to
-about two decimals. The run prints the file's sha256: record it in ``helpers/pretrained.py``.
+evaluation batches from their own generators; the same machine gives the same file. Another
+CPU (instruction set, BLAS) gives slightly different last digits and so a slightly different
+model, whose loss should agree to about two decimals (not checked on another machine). The
+run prints the file's sha256: record it in ``helpers/pretrained.py``.
+
+The shipped run (4000 steps, defaults below): val 1.166 nats (1.68 bits/char) on 50 fixed
+batches, 1,860 s of wall time on a shared 2-core machine under heavy load (about 10 minutes
+of CPU time: 0.14 s per step on one thread).
 
 Data: ``load_corpus("pydoc")``, ``train_val_split(ids, 0.1, chunks=10)``: the last tenth of
 each tenth of the corpus validates (the corpus's own last 10 % is easier than the rest).
@@ -93,6 +98,7 @@ def main() -> None:
     fp16 = final_loss(loaded, data, args.block, 32, 50)
     record["loss_fp16"] = fp16  # measured after the float16 round trip: what a user loads
     sha = save_pretrained(out, model, tok, **record)
+    out.with_suffix(".partial.pt").unlink(missing_ok=True)  # the complete file replaces it
     print(f"trained {secs:.0f} s; best val at step {hist.best_step}; loss on 50 fixed batches of 32x{args.block}: "
           f"float32 train {fp32['train']:.4f} val {fp32['val']:.4f}; "
           f"float16 train {fp16['train']:.4f} val {fp16['val']:.4f}")
