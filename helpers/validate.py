@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -89,6 +90,9 @@ def check_sequence(name: str, value, item=str) -> list:
     return value
 
 
+_RUNNING: set[int] = set()  # ids of Revalidated configs inside __post_init__ right now
+
+
 class Revalidated:
     """Mixin for validated ``@dataclass`` configs: an edit after construction is checked again.
 
@@ -104,16 +108,19 @@ class Revalidated:
             return
 
         def __post_init__(self):
-            object.__setattr__(self, "_checking", True)
+            # The "being checked" state lives outside the instance, so vars(cfg) shows only fields.
+            _RUNNING.add(id(self))
             try:
                 post_init(self)
             finally:
-                object.__setattr__(self, "_checking", False)
+                _RUNNING.discard(id(self))
 
         cls.__post_init__ = __post_init__
 
     def __setattr__(self, name, value):
-        if getattr(self, "_checking", True):  # inside __init__ / __post_init__: plain assignment
+        # Plain assignment while __init__ fills the fields and while __post_init__ runs; a copy
+        # or an unpickled config has every field already, so its edits are checked too.
+        if id(self) in _RUNNING or not all(f.name in self.__dict__ for f in dataclasses.fields(self)):
             object.__setattr__(self, name, value)
             return
         old = dict(self.__dict__)

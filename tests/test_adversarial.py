@@ -928,3 +928,11 @@ def test_fileio_docstring_example_runs():
 
     result = doctest.testmod(helpers.fileio)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_config_holds_only_its_fields():
+    # Notebook 07 rebuilds configs with GPTConfig(**{**vars(cfg), "dropout": p}): no hidden state.
+    cfg = GPTConfig(vocab_size=11, block_size=8, d_model=8, n_heads=2)
+    assert set(vars(cfg)) == {f.name for f in dataclasses.fields(cfg)}
+    assert GPTConfig(**{**vars(cfg), "dropout": 0.2}).dropout == 0.2
+    assert set(vars(TrainConfig())) == {f.name for f in dataclasses.fields(TrainConfig)}
