@@ -166,29 +166,37 @@ def _settled_src(img, timeout_s: float = 30, old: str | None = None) -> str:
     raise AssertionError("the widget image did not change and settle in time")
 
 
-# Each control kind: a CSS selector and how a learner changes it.
-def _press_slider(control) -> None:
+# Each control kind: a CSS selector and how a learner changes it. An action returns how to undo
+# it, so every control is tried from the explorer's default state (top-k = 1 would leave top-p
+# nothing to change).
+def _press_slider(control):
     handle = control.locator(".noUi-handle").first
-    at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+    now, high = (float(handle.get_attribute(a)) for a in ("aria-valuenow", "aria-valuemax"))
+    at_max = now >= high - 1e-9  # compared as numbers: "1" and "1.00" are the same end
     handle.focus()
     handle.press("ArrowLeft" if at_max else "ArrowRight")  # one step: the latency is one redraw
+    return lambda: handle.press("ArrowRight" if at_max else "ArrowLeft")
 
 
-def _click_checkbox(control) -> None:
-    control.locator("input[type=checkbox]").click()
+def _click_checkbox(control):
+    box = control.locator("input[type=checkbox]")
+    box.click()
+    return box.click
 
 
-def _next_option(control) -> None:
+def _next_option(control):
     select = control.locator("select")
     n, i = select.evaluate("el => [el.options.length, el.selectedIndex]")
     select.select_option(index=(i + 1) % n)
+    return lambda: select.select_option(index=i)
 
 
-def _type_text(control) -> None:
+def _type_text(control):
     box = control.locator("input[type=text], textarea").first
     box.click()
     box.press("End")
     box.type("e")
+    return lambda: box.press("Backspace")
 
 
 def _click_button(control) -> None:
@@ -234,7 +242,7 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
                 before_src = _settled_src(img)
                 before = img.screenshot()
                 start = time.monotonic()
-                act(control)
+                undo = act(control)
                 deadline = time.monotonic() + 30
                 while img.get_attribute("src") == before_src and time.monotonic() < deadline:
                     time.sleep(0.01)
@@ -246,6 +254,9 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
                 print(f"{label}: {changed} pixels changed, first new picture after {latency * 1000:.0f} ms")
                 assert changed > 50, f"{label}: moving the control changed only {changed} pixels of the plot"
                 results.append((label, latency, changed))
+                if undo is not None:
+                    undo()
+                    _settled_src(img)
     return results
 
 
