@@ -127,7 +127,7 @@ class AttentionExplorer(Explorer):
         self.causal = widgets.Checkbox(value=False, description="causal mask", indent=False)
         self.positions = widgets.Checkbox(value=True, description="positions", indent=False)
         self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", **live)
-        self.figure = Figure(figsize=(width / dpi, height / dpi))
+        self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
         self._syncing = False

@@ -84,7 +84,7 @@ class GPTAttentionExplorer(Explorer):
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
         self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
         self.status = widgets.Label(value="")
-        self.figure = Figure(figsize=(width / dpi, height / dpi))
+        self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)

@@ -68,7 +68,7 @@ class NextTokenExplorer(Explorer):
         self.top_p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **live)
         self.sample = widgets.Button(description="sample next", icon="plus")
         self.status = widgets.Label(value="")
-        self.figure = Figure(figsize=(width / dpi, height / dpi))
+        self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
