@@ -158,9 +158,6 @@ class GPTAttentionExplorer(Explorer):
         self.term_bars = tx.bar(np.arange(hs), np.zeros(hs))
         tx.axhline(0, color="0.4", linewidth=0.8)
         tx.set_xlabel("head dimension d", fontsize=8)
-        # One scale for every weight of this text, so bars compare across heads and cells.
-        bound = float((self.q.abs().amax((-2, -1)) * self.k.abs().amax((-2, -1))).max()) / math.sqrt(hs)  # (L, H)
-        tx.set_ylim(-bound, bound)
         self.frame = None
         self._grid_stale = False
 
@@ -184,6 +181,10 @@ class GPTAttentionExplorer(Explorer):
         self.terms = self.q[layer, h, t] * self.k[layer, h, s] / math.sqrt(hs)  # (hs,) * (hs,) -> (hs,)
         self.score = float(self.scores[layer, h, t, s])
         self.weight = float(self.weights[layer, h, t, s])
+        # One scale per head: the largest term any (query, key) pair of this head can have, so the
+        # bars of two cells of a head compare, and a small score looks small.
+        bound = float((self.q[layer, h].abs().amax(0) * self.k[layer, h].abs().amax(0)).max()) / math.sqrt(hs)
+        self.ax_terms.set_ylim(-bound, bound)
         for bar, term in zip(self.term_bars, self.terms.tolist(), strict=True):
             bar.set_height(term)
             bar.set_color("tab:blue" if term >= 0 else "tab:red")
