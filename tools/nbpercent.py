@@ -4,8 +4,9 @@
     python tools/nbpercent.py to-nb /tmp/03.py notebooks/03_positional_encoding.ipynb
 
 Percent format: a line `# %%` starts a code cell, `# %% [markdown]` a markdown cell
-(each of its lines starts with `# `), and `# %% tags=["raises-exception"]` a tagged
-code cell. Outputs are not kept: re-execute with tools/execute_notebooks.py.
+(each of its lines starts with `# `), `# %% tags=["raises-exception"]` a tagged
+code cell, and a trailing ` hidden` (`# %% hidden`) a code cell whose source JupyterLab shows
+collapsed (a reference solution). Outputs are not kept: re-execute with tools/execute_notebooks.py.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import nbformat
 
-HEADER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?\s*$")
+HEADER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*?\]))?(?P<hidden> hidden)?\s*$")
 
 
 def to_nb(text: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    kind, tags, lines = None, [], []
+    kind, tags, hidden, lines = None, [], False, []
 
     def flush() -> None:
         if kind is None:
@@ -35,6 +36,8 @@ def to_nb(text: str) -> nbformat.NotebookNode:
             cell = nbformat.v4.new_code_cell(body)
             if tags:
                 cell.metadata["tags"] = tags
+            if hidden:
+                cell.metadata["jupyter"] = {"source_hidden": True}
         cell["id"] = f"cell-{len(nb.cells):03d}"
         nb.cells.append(cell)
 
@@ -44,7 +47,7 @@ def to_nb(text: str) -> nbformat.NotebookNode:
             flush()
             kind = "markdown" if m.group("md") else "code"
             tags = json.loads(m.group("tags")) if m.group("tags") else []
-            lines = []
+            hidden, lines = bool(m.group("hidden")), []
         elif kind is not None:
             lines.append(line)
     flush()
@@ -61,7 +64,8 @@ def to_py(nb) -> str:
             parts.append("# %% [markdown]\n" + body)
         else:
             tags = cell.metadata.get("tags", [])
-            head = "# %%" + (f" tags={json.dumps(tags)}" if tags else "")
+            hidden = cell.metadata.get("jupyter", {}).get("source_hidden", False)
+            head = "# %%" + (f" tags={json.dumps(tags)}" if tags else "") + (" hidden" if hidden else "")
             parts.append(head + "\n" + cell.source)
     return "\n\n".join(parts) + "\n"
 
