@@ -54,6 +54,13 @@ def test_percent_round_trip():
     assert [(c.cell_type, c.source) for c in again.cells] == [(c.cell_type, c.source) for c in nb.cells]
 
 
+def test_percent_hidden_solution_round_trips():
+    nb = nbpercent.to_nb('# %% hidden\nanswer = 42\n\n# %% tags=["raises-exception"] hidden\nraise ValueError("x")\n\n# %%\nanswer\n')
+    assert [c.metadata.get("jupyter", {}).get("source_hidden", False) for c in nb.cells] == [True, True, False]
+    assert nb.cells[1].metadata["tags"] == ["raises-exception"]
+    assert nbpercent.to_nb(nbpercent.to_py(nb)).cells == nb.cells
+
+
 def test_fresh_notebook_passes(tmp_path):
     assert _problems(_executed_notebook(), tmp_path) == []
 
