@@ -164,3 +164,16 @@ def test_positions_off_makes_reordered_sentences_indistinguishable():
     torch.testing.assert_close(w_b, w_a[:, perm][:, :, perm])
     assert not torch.allclose(ex.model.weights(["你", "爱", "我"]), ex.model.weights(["我", "爱", "你"])[:, perm][:, :, perm])
     assert "no positions" in ex.figure.axes[0].get_title()
+
+
+def test_cell_numbers_bars_and_row_frame_follow_the_controls_in_place():
+    ex = attention_explorer()
+    ex.sentence.value = "the cat sat on the mat"
+    axes = ex.ax_heat
+    ex.temperature.value, ex.causal.value, ex.query.value = 0.5, True, 2
+    assert ex.ax_heat is axes  # same axes: only data changed
+    T = len(ex.tokens)
+    assert [t.get_text() for t in ex._cells] == [f"{v:.2f}" for v in ex.weights.flatten().tolist()]
+    assert [b.get_height() for b in ex._bars] == pytest.approx(ex.query_weights.tolist())
+    assert ex._row.get_y() == 1.5 and ex._row.get_width() == T
+    assert "causal" in ex.ax_heat.get_title() and "0.50" in ex.ax_heat.get_title()

@@ -81,3 +81,21 @@ def test_bad_arguments_are_named(parts, kw, err, match):
         gpt_attention_explorer(None, tok)
     with pytest.raises(ValueError, match="vocab_size"):
         gpt_attention_explorer(model, CharTokenizer.from_text("ab"))
+
+
+def test_grid_holds_every_layer_and_head_and_the_frame_follows_the_sliders(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    L, H, T = ex.weights.shape[:3]
+    grid = ex.grid_image.get_array()
+    assert grid.shape == (L * T, H * T)
+    for layer in range(L):
+        for h in range(H):  # tile (layer, h) is that head's weight matrix
+            tile = grid[layer * T : (layer + 1) * T, h * T : (h + 1) * T]
+            torch.testing.assert_close(torch.as_tensor(tile), ex.weights[layer, h], atol=0, rtol=0)
+    ex.layer.value, ex.head.value = 0, 1
+    assert ex.frame.get_xy() == (1, 0)
+    torch.testing.assert_close(torch.as_tensor(ex.big_image.get_array()), ex.weights[0, 1], atol=0, rtol=0)
+    ex.text.value = "ret"  # a shorter text: the same axes, new data and ticks
+    assert ex.grid_image.get_array().shape == (L * 3, H * 3)
+    assert [t.get_text() for t in ex.ax_big.get_xticklabels()] == ["r", "e", "t"]
