@@ -97,3 +97,20 @@ def test_out_of_order_execution_is_caught(tmp_path):
 
 def test_empty_folder_fails(tmp_path):
     assert check_notebooks.main(["check", str(tmp_path)]) == 1
+
+
+def test_widget_view_beside_a_picture_is_caught_and_the_executor_drops_it(tmp_path):
+    import execute_notebooks
+
+    nb = _executed_notebook()
+    view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
+    data = {"text/plain": "Explorer()", "image/png": "iVBORw0KGgo=", execute_notebooks.WIDGET_MIME: view}
+    nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data=dict(data))]
+    assert any("live-widget view" in p for p in _problems(nb, tmp_path))
+    execute_notebooks._picture_instead_of_widget(nb)
+    assert set(nb.cells[1].outputs[0].data) == {"text/plain", "image/png"}
+    assert _problems(nb, tmp_path) == []
+    lone = nbformat.v4.new_output("display_data", data={"text/plain": "VBox()", execute_notebooks.WIDGET_MIME: view})
+    nb.cells[1].outputs = [lone]  # no picture to stand in: the live view stays
+    execute_notebooks._picture_instead_of_widget(nb)
+    assert execute_notebooks.WIDGET_MIME in nb.cells[1].outputs[0].data

@@ -53,7 +53,9 @@ def lab(tmp_path_factory):
         pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)")
     root = tmp_path_factory.mktemp("lab")
     (root / "notebooks").mkdir()
+    (root / "notebooks" / "stored").mkdir()
     for src in Path(NOTEBOOKS).glob("*.ipynb"):
+        shutil.copy(src, root / "notebooks" / "stored" / src.name)  # as shipped, outputs and all
         nb = nbformat.read(src, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "code":
@@ -72,8 +74,12 @@ def lab(tmp_path_factory):
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
+               JUPYTER_DATA_DIR=str(root / "data"), JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"), PYTHONHASHSEED="0", TQDM_DISABLE="1")
+    # Trusted, as a notebook the learner has saved once: JupyterLab then renders a stored widget
+    # view (untrusted notebooks fall back to the picture by themselves).
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, (root / "notebooks" / "stored").glob("*.ipynb"))],
+                   env=env, check=True, capture_output=True)  # fmt: skip
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            f"--ServerApp.root_dir={root / 'notebooks'}", "--ServerApp.terminals_enabled=False",
@@ -123,7 +129,7 @@ def _pixels(png: bytes) -> np.ndarray:
     return matplotlib.image.imread(io.BytesIO(png), format="png")
 
 
-def _run_all(page, timeout_s: float = 180) -> None:
+def _wait_for_kernel(page) -> None:
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     # Wait for the kernel itself (the status indicator says "idle" before one exists), or
@@ -133,6 +139,10 @@ def _run_all(page, timeout_s: float = 180) -> None:
         " return s && s.session && s.session.kernel && s.session.kernel.status === 'idle'; }",
         timeout=90_000,
     )
+
+
+def _run_all(page, timeout_s: float = 180) -> None:
+    _wait_for_kernel(page)
     # Fire and forget: the command's promise settles only when every cell has run, and
     # evaluate() would block on it with no timeout of its own.
     page.evaluate("() => { window.jupyterapp.commands.execute('runmenu:run-all'); }")
@@ -279,5 +289,26 @@ def test_notebook_runs_clean_and_explorers_respond(lab, browser, notebook):
             lat = sorted(r[1] for r in results)
             print(f"{notebook}: {len(results)} controls, median latency {lat[len(lat) // 2] * 1000:.0f} ms")
         _check_clean(page, notebook)  # moving the controls raised nothing either
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=lambda n: n[:2])
+def test_stored_outputs_show_their_pictures_before_anything_runs(lab, browser, notebook):
+    """A learner opens a notebook as shipped (and trusted): every stored picture shows, an
+    explorer's too, and no "Error displaying widget" where an explorer's output is."""
+    url, token = lab
+    stored = nbformat.read(Path(NOTEBOOKS) / notebook, as_version=4)
+    pngs = sum("image/png" in out.get("data", {}) for c in stored.cells if c.cell_type == "code" for out in c.outputs)
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
+    try:
+        page.goto(f"{url}/lab/tree/stored/{notebook}?reset&token={token}", wait_until="domcontentloaded")
+        _wait_for_kernel(page)  # the widget manager has looked for its models by now
+        page.wait_for_timeout(1500)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-stored.png"), full_page=True)
+        _check_clean(page, f"{notebook} (stored outputs)")
+        shown = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img").count()
+        assert shown == pngs, f"{notebook}: {pngs} pictures are stored but {shown} show"
     finally:
         page.close()

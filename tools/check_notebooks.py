@@ -3,8 +3,8 @@
 Strict nbval compares only cells that have stored outputs, so a notebook whose outputs
 were cleared (or never produced) would pass it. This check closes that gap: every code
 cell was executed, in order 1..N, in one run, from the code as it is now, with no error
-stored (unless the cell is tagged ``raises-exception``) and no stderr in a cell whose
-output nbval compares.
+stored (unless the cell is tagged ``raises-exception``), no stderr in a cell whose
+output nbval compares, and no live-widget view stored where a picture can stand in.
 
     python tools/check_notebooks.py notebooks
 """
@@ -19,6 +19,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nbmeta import META_KEY, code_fingerprint  # noqa: E402
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 FIX = "run `make notebooks` (or tools/execute_notebooks.py on it)"
 
 
@@ -39,6 +40,9 @@ def problems(path: Path) -> list[str]:
         for out in cell.outputs:
             if out.output_type == "error" and "raises-exception" not in tags:
                 found.append(f"code cell {i} stores an error: {out.ename}")
+            if "image/png" in out.get("data", {}) and WIDGET_MIME in out.get("data", {}):
+                found.append(f"code cell {i} stores a live-widget view beside its picture (JupyterLab shows "
+                             "'Error displaying widget' until the cell runs)")  # fmt: skip
             if out.output_type == "stream" and out.name == "stderr" and not ignored:
                 found.append(f"code cell {i} stores stderr output: {out.text[:80]!r}")
     stored = nb.metadata.get(META_KEY, {}).get("code_sha256")

@@ -4,7 +4,8 @@
 
 Runs each notebook top to bottom in a fresh `python3` kernel on the CPU with the same
 environment the test suite uses, then removes what changes from run to run (timings,
-widget state, random widget ids, the exact Python version) and records a fingerprint
+widget state, random widget ids, the exact Python version), stores an explorer's
+picture rather than its live-widget view (see `_picture_instead_of_widget`) and records a fingerprint
 of the code so `tools/check_notebooks.py` can tell when outputs are stale.
 """
 
@@ -35,6 +36,21 @@ LANGUAGE_INFO = {
     "nbconvert_exporter": "python",
     "pygments_lexer": "ipython3",
 }
+
+
+def _picture_instead_of_widget(nb) -> None:
+    """Drop the live-widget view from outputs that also carry a picture (every explorer's does).
+
+    A stored widget view has no model behind it until the cell runs again, so JupyterLab would
+    show "Error displaying widget: model not found" where the picture could be; GitHub and
+    nbviewer would show the picture anyway. Running the cell brings the live widget back.
+    nbval does not compare widget views, so the stored and fresh outputs still agree.
+    """
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_MIME in data and "image/png" in data:
+                del data[WIDGET_MIME]
 
 
 def _deterministic_widget_ids(nb, name: str) -> None:
@@ -81,6 +97,7 @@ def execute(path: Path, timeout: int) -> float:
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
+    _picture_instead_of_widget(nb)
     _deterministic_widget_ids(nb, path.name)
     _coalesce_streams(nb)
     nb.metadata = {
