@@ -132,6 +132,10 @@ class CharTokenizer:
     def vocab_size(self) -> int:
         return len(self.chars)
 
+    def __contains__(self, ch: object) -> bool:
+        """``"a" in tokenizer``: whether the character has an id (so `encode` will not refuse it)."""
+        return ch in self._stoi
+
     def encode(self, text: str) -> list[int]:
         check_text("text", text)
         try:

@@ -296,3 +296,14 @@ def test_word_id_to_token():
     assert tok.id_to_token(1) == "is" and tok.token_to_id("what") == 0
     with pytest.raises(ValueError, match="outside the vocabulary"):
         tok.id_to_token(2)
+
+
+def test_char_tokenizer_membership_matches_encode():
+    tok = CharTokenizer.from_text("hello")
+    assert "h" in tok and "z" not in tok and "he" not in tok and 1 not in tok
+    for ch in "hez":
+        if ch in tok:
+            tok.encode(ch)
+        else:
+            with pytest.raises(ValueError, match="unknown character"):
+                tok.encode(ch)

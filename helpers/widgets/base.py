@@ -31,7 +31,7 @@ def check_char_model(model, tokenizer) -> None:
 def known_text(tokenizer, text: str, max_len: int) -> tuple[str, str]:
     """The last ``max_len`` characters of ``text`` that the tokenizer knows (never empty), and a
     status line naming the characters that were skipped ("" when none were)."""
-    known = "".join(ch for ch in text if ch in tokenizer._stoi)
+    known = "".join(ch for ch in text if ch in tokenizer)
     unknown = sorted(set(text) - set(known))
     status = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
     return (known or tokenizer.chars[0])[-max_len:], status
