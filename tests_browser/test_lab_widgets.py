@@ -236,6 +236,17 @@ def _check_clean(page, name: str) -> None:
     assert not broken, f"{name}: broken images: {broken}"
 
 
+WATCH_SRC = """img => {
+    window.__srcChangedAt = null;
+    if (window.__srcWatch) window.__srcWatch.disconnect();
+    window.__srcWatch = new MutationObserver(() => {
+        if (window.__srcChangedAt === null) window.__srcChangedAt = performance.now();
+    });
+    window.__srcWatch.observe(img, {attributes: true, attributeFilter: ["src"]});
+    window.__actionAt = performance.now();
+}"""
+
+
 def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
     """Move every control of every explorer; return (control, latency s, changed pixels)."""
     results = []
@@ -251,12 +262,12 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
                 control.scroll_into_view_if_needed()
                 before_src = _settled_src(img)
                 before = img.screenshot()
-                start = time.monotonic()
+                # Timed in the page: from just before the action to the first new `src` (a
+                # MutationObserver), so polling from here adds nothing to the number.
+                img.evaluate(WATCH_SRC)
                 undo = act(control)
-                deadline = time.monotonic() + 30
-                while img.get_attribute("src") == before_src and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                latency = time.monotonic() - start
+                page.wait_for_function("() => window.__srcChangedAt !== null", timeout=30_000)
+                latency = page.evaluate("() => (window.__srcChangedAt - window.__actionAt) / 1000")
                 _settled_src(img, old=before_src)
                 after = img.screenshot(path=str(ARTIFACTS / f"{label}.png"))
                 a, b = _pixels(before), _pixels(after)
