@@ -21,6 +21,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from helpers.fileio import atomic_write
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nbmeta import META_KEY, code_fingerprint  # noqa: E402
 
@@ -106,7 +108,8 @@ def execute(path: Path, timeout: int) -> float:
         META_KEY: {"code_sha256": code_fingerprint(nb)},
     }
     nbformat.validate(nb)
-    nbformat.write(nb, path)
+    with atomic_write(path, "w", encoding="utf-8") as f:  # an interrupted write never leaves half a notebook
+        nbformat.write(nb, f)
     return elapsed
 
 

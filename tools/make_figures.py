@@ -34,6 +34,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from torch import nn  # noqa: E402
 
 from helpers.attention import causal_mask  # noqa: E402
+from helpers.fileio import atomic_write  # noqa: E402
 from helpers.attention_plots import attention_heads_figure, draw_weights  # noqa: E402
 from helpers.device import set_seed  # noqa: E402
 from helpers.plots import figure_to_png, heatmap  # noqa: E402
@@ -326,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.names or REGISTRY:
         start = time.perf_counter()
         png = render(name)
-        (args.out / f"{name}.png").write_bytes(png)
+        with atomic_write(args.out / f"{name}.png") as f:
+            f.write(png)
         print(f"{name + '.png':32} {len(png) / 1000:6.1f} kB  {time.perf_counter() - start:5.1f} s")
     print(f"{'total':32} {'':9} {time.perf_counter() - total:5.1f} s")
     return 0

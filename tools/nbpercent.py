@@ -18,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.fileio import atomic_write
+
 HEADER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*?\]))?(?P<hidden> hidden)?\s*$")
 
 
@@ -75,10 +77,11 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     src, dst = Path(argv[2]), Path(argv[3])
-    if argv[1] == "to-nb":
-        nbformat.write(to_nb(src.read_text(encoding="utf-8")), dst)
-    else:
-        dst.write_text(to_py(nbformat.read(src, as_version=4)), encoding="utf-8")
+    with atomic_write(dst, "w", encoding="utf-8") as f:  # dst is often a tracked notebook: never half-written
+        if argv[1] == "to-nb":
+            nbformat.write(to_nb(src.read_text(encoding="utf-8")), f)
+        else:
+            f.write(to_py(nbformat.read(src, as_version=4)))
     return 0
 
 
