@@ -34,9 +34,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from torch import nn  # noqa: E402
 
 from helpers.attention import causal_mask  # noqa: E402
-from helpers.fileio import atomic_write  # noqa: E402
 from helpers.attention_plots import attention_heads_figure, draw_weights  # noqa: E402
 from helpers.device import set_seed  # noqa: E402
+from helpers.fileio import atomic_write  # noqa: E402
 from helpers.plots import figure_to_png, heatmap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
