@@ -254,6 +254,8 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
     for e in range(images.count()):
         img = images.nth(e)
         area = img.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')][1]")
+        area.scroll_into_view_if_needed()
+        area.screenshot(path=str(ARTIFACTS / f"{name[:2]}-e{e}-explorer.png"))  # controls and plot, as laid out
         for selector, act in CONTROLS:
             controls = area.locator(selector)
             for c in range(controls.count()):
