@@ -6,7 +6,10 @@ Each control is moved through a few values; each move's redraw (compute + draw +
 timed by the explorer itself (``last_update_s``) and the median and 90th percentile are
 printed per control. The trained-model explorers use the shipped pretrained character model
 when `helpers.load_pretrained` has it, otherwise an untrained GPT of the same size (the
-redraw cost does not depend on the weights). Results: bench/README.md.
+redraw cost does not depend on the weights). The cross-attention explorer uses an untrained
+`Transformer` of notebook 07's "gpu" size (12 digits, 2 layers, 4 heads, d_model 64), the larger
+of its two, with the <EOS> logit lowered so that it writes all 13 tokens: the largest picture.
+Results: bench/README.md.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.data import load_corpus  # noqa: E402
 from helpers.device import set_seed  # noqa: E402
-from helpers.models import GPT, GPTConfig  # noqa: E402
+from helpers.models import GPT, GPTConfig, Transformer  # noqa: E402
 from helpers.tokenizers import CharTokenizer  # noqa: E402
 from helpers.widgets import (  # noqa: E402
     attention_explorer,
+    cross_attention_explorer,
     gpt_attention_explorer,
     next_token_explorer,
     pe_explorer,
@@ -40,6 +44,14 @@ def char_model():
     except (ImportError, ValueError, OSError):
         tok = CharTokenizer.from_text(load_corpus())
         return GPT(GPTConfig(tok.vocab_size, block_size=64)), tok, "untrained"
+
+
+def reversal_model() -> Transformer:
+    """Notebook 07's reversal model at its "gpu" size, untrained; it never writes <EOS> early."""
+    model = Transformer(12, 12, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0, max_len=14, norm_first=True)
+    with torch.no_grad():
+        model.head.bias[11] = -20.0
+    return model
 
 
 def time_control(ex, control, values, repeats: int) -> list[float]:
@@ -60,6 +72,7 @@ def main() -> int:
     att = attention_explorer()
     nt = next_token_explorer(model, tok, prompt="def __init__(self")
     ga = gpt_attention_explorer(model, tok, text="def __init__(self):")
+    ca = cross_attention_explorer(reversal_model(), source="314159265358")
     cases = [
         ("pe", pe, c, vals) for c, vals in [
             (pe.controls["seq_len"], [32, 64, 96]), (pe.controls["d_model"], [64, 128, 192]),
@@ -77,13 +90,17 @@ def main() -> int:
         ("gpt_attention", ga, c, vals) for c, vals in [
             (ga.layer, [0, 1, 2, 3]), (ga.head, [0, 1, 2, 3]), (ga.query, [18, 10, 5]), (ga.key, [0, 3, 5]),
             (ga.text, ["def __init__(self):", "for x in range(10):", "import os"])]
+    ] + [
+        ("cross_attention", ca, c, vals) for c, vals in [
+            (ca.layer, [0, 1]), (ca.head, [0, 1, 2, 3]), (ca.row, [0, 6, 12]),
+            (ca.text, ["314159265358", "271828182845", "123"])]
     ]  # fmt: skip
     print(f"torch threads {torch.get_num_threads()}, trained-model explorers use the {kind} model")
-    print(f"{'explorer':14} {'control':14} {'median ms':>10} {'p90 ms':>8}")
+    print(f"{'explorer':15} {'control':14} {'median ms':>10} {'p90 ms':>8}")
     for name, ex, control, values in cases:
         times = sorted(time_control(ex, control, values, args.repeats))
         label = control.description or type(control).__name__
-        print(f"{name:14} {label:14} {statistics.median(times) * 1e3:10.0f} {times[int(0.9 * (len(times) - 1))] * 1e3:8.0f}")
+        print(f"{name:15} {label:14} {statistics.median(times) * 1e3:10.0f} {times[int(0.9 * (len(times) - 1))] * 1e3:8.0f}")
     return 0
 
 
