@@ -35,12 +35,10 @@ Example:
 
 from __future__ import annotations
 
-import io
 import time
 
 import ipywidgets as widgets
 import matplotlib
-import matplotlib.image
 import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -51,6 +49,7 @@ from matplotlib.transforms import blended_transform_factory
 from helpers.models import Transformer
 from helpers.validate import check_int, check_sequence
 from helpers.widgets.base import Explorer
+from helpers.widgets.blit import Blitter
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
@@ -94,7 +93,6 @@ class CrossAttentionExplorer(Explorer):
         self.image = widgets.Image(format="png", width=width, height=height)
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._syncing = False
-        self._renderer = None
         self._build_figure(L, H)
         self.text.observe(self._on_text, names="value")
         for control in (self.layer, self.head, self.row):
@@ -205,15 +203,13 @@ class CrossAttentionExplorer(Explorer):
         self.bars_x = self._labels(bars, S, "x")
         # The figure's title, held by an axes: a figure-level animated artist would be missing from a savefig.
         self.suptitle = big.text(0.5, 0.975, "", transform=fig.transFigure, ha="center", va="top", fontsize=12)
-        # Three layers of the picture, each cached as a background for the next (blitting): what never
-        # changes (axes, colour bar, axis labels), what changes with the source, what a slider changes.
-        # The last two are 'animated' (left out of a full draw) and drawn in this order, in z-order.
-        self._per_source = [self.thumb_image, *self.layer_labels, *self.big_x, *self.big_y, *self.bars_x,
-                            self.suptitle]  # fmt: skip
-        self._per_control = [self.frame, self.big_image, self.band, self.guide, big.title, *self.bars, self.top_text,
-                             bars.title, *big.spines.values(), *bars.spines.values()]  # fmt: skip
-        for artist in self._per_source + self._per_control:
-            artist.set_animated(True)
+        # Redraw only what changes (see `Blitter`): with the source, then with a slider, each in z-order
+        # (image, box, line); the spines go back on top of the image and the bars.
+        self._blit = Blitter(fig, [
+            [self.thumb_image, *self.layer_labels, *self.big_x, *self.big_y, *self.bars_x, self.suptitle],
+            [self.frame, self.big_image, self.band, self.guide, big.title, *self.bars, self.top_text, bars.title,
+             *big.spines.values(), *bars.spines.values()],
+        ])  # fmt: skip
 
     def _show_source(self) -> None:
         """What depends only on the source and the output: thumbnails, labels, limits, suptitle."""
@@ -255,32 +251,8 @@ class CrossAttentionExplorer(Explorer):
         top = int(self.row_weights.argmax())
         self.top_text.set(x=top, y=float(self.row_weights[top]) + 0.01, text=f"{float(self.row_weights[top]):.2f}")
         self.ax_bars.set_title(f"weights of row {r} (writes {self.out_labels[r]})", fontsize=11)
-        self.image.value = self._render(source_changed)
+        self.image.value = self._blit.render(0 if source_changed else 1)
         self.last_update_s = time.perf_counter() - start
-
-    def _render(self, source_changed: bool) -> bytes:
-        """PNG of the figure, drawing only what may have changed since the cached background.
-
-        A full draw costs ~80 ms, most of it text; a slider move restores the source's background
-        and draws ``_per_control`` only. Equal to `figure_to_png` of the figure (tested).
-        """
-        canvas, fig = self.figure.canvas, self.figure
-        if canvas.get_renderer() is not self._renderer:  # first draw, or a savefig at another dpi
-            canvas.draw()  # skips the animated artists
-            self._static, self._renderer, source_changed = canvas.copy_from_bbox(fig.bbox), canvas.get_renderer(), True
-        if source_changed:
-            canvas.restore_region(self._static)
-            for artist in self._per_source:
-                fig.draw_artist(artist)
-            self._with_source = canvas.copy_from_bbox(fig.bbox)
-        else:
-            canvas.restore_region(self._with_source)
-        for artist in self._per_control:
-            fig.draw_artist(artist)
-        buf = io.BytesIO()  # as matplotlib's savefig writes it, with figure_to_png(fast=True)'s settings
-        matplotlib.image.imsave(buf, canvas.buffer_rgba(), format="png", dpi=self.dpi, metadata={"Software": None},
-                                pil_kwargs={"compress_level": 1})  # fmt: skip
-        return buf.getvalue()
 
     def __repr__(self) -> str:
         return (f"CrossAttentionExplorer(source={self.used!r}, writes={self.written!r}, correct={self.correct}, "
