@@ -185,3 +185,11 @@ def test_hostile_values_are_named_errors(param):
 def test_doctest():
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_one_layer_model_greys_out_its_layer_slider():
+    torch.manual_seed(0)
+    one = Transformer(12, 12, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=6, norm_first=True)
+    ex = cross_attention_explorer(one, source="1234")
+    assert ex.layer.disabled and not ex.head.disabled
+    assert not cross_attention_explorer(tiny(), source="1234").layer.disabled

@@ -99,3 +99,11 @@ def test_grid_holds_every_layer_and_head_and_the_frame_follows_the_sliders(parts
     ex.text.value = "ret"  # a shorter text: the same axes, new data and ticks
     assert ex.grid_image.get_array().shape == (L * 3, H * 3)
     assert [t.get_text() for t in ex.ax_big.get_xticklabels()] == ["r", "e", "t"]
+
+
+def test_a_slider_with_one_value_is_greyed_out_and_comes_back(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="r")  # one character: one query, one key
+    assert ex.query.disabled and ex.key.disabled and not ex.head.disabled
+    ex.text.value = "ret"
+    assert not ex.query.disabled and not ex.key.disabled

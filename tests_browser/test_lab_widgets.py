@@ -202,11 +202,18 @@ def _next_option(control):
 
 
 def _type_text(control):
+    # A digit at the front: every text box takes it (the reversal model's source keeps only its
+    # first digits and drops letters, so a letter typed at the end would change nothing).
     box = control.locator("input[type=text], textarea").first
     box.click()
-    box.press("End")
-    box.type("e")
-    return lambda: box.press("Backspace")
+    box.press("Control+Home")
+    box.type("7")
+
+    def undo():
+        box.press("Control+Home")
+        box.press("Delete")
+
+    return undo
 
 
 def _click_button(control) -> None:
@@ -261,6 +268,9 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
             for c in range(controls.count()):
                 control = controls.nth(c)
                 label = f"{name[:2]}-e{e}-{act.__name__.strip('_')}{c}"
+                if control.evaluate("el => el.querySelector('[disabled]') !== null"):
+                    print(f"{label}: greyed out (one value only), not moved")  # e.g. a 1-layer model's layer
+                    continue
                 control.scroll_into_view_if_needed()
                 before_src = _settled_src(img)
                 before = img.screenshot()

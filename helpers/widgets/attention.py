@@ -35,7 +35,7 @@ from helpers.attention_plots import draw_query_bars, draw_weights
 from helpers.plots import figure_to_png
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, lock_when_single
 from helpers.widgets.throttle import Throttle
 
 DEFAULT_SENTENCES = ("我 爱 你", "你 爱 我", "我 喜 欢 猫 。", "the cat sat on the mat", "the dog chased the cat")
@@ -127,6 +127,7 @@ class AttentionExplorer(Explorer):
         self.causal = widgets.Checkbox(value=False, description="causal mask", indent=False)
         self.positions = widgets.Checkbox(value=True, description="positions", indent=False)
         self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", **live)
+        lock_when_single(self.head, self.query)
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)

@@ -37,6 +37,15 @@ def known_text(tokenizer, text: str, max_len: int) -> tuple[str, str]:
     return (known or tokenizer.chars[0])[-max_len:], status
 
 
+def lock_when_single(*sliders) -> None:
+    """Grey out a slider while it has one value only (a 1-layer model's layer, a 1-character
+    text's query), now and whenever its range changes: a learner cannot move it, and it says so."""
+    for slider in sliders:
+        slider.disabled = slider.min == slider.max
+        slider.observe(lambda change: setattr(change["owner"], "disabled", change["owner"].min == change["owner"].max),
+                       names=["min", "max"])  # fmt: skip
+
+
 class Explorer:
     """Mixin: subclasses set ``self.widget`` and ``self.image`` and define ``__repr__``."""
 

@@ -48,7 +48,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from helpers.models import Transformer
 from helpers.validate import check_int, check_sequence
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, lock_when_single
 from helpers.widgets.blit import Blitter
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
@@ -87,6 +87,7 @@ class CrossAttentionExplorer(Explorer):
         self.layer = widgets.IntSlider(value=layer, min=0, max=L - 1, description="layer", **live)
         self.head = widgets.IntSlider(value=head, min=0, max=H - 1, description="head", **live)
         self.row = widgets.IntSlider(value=0, min=0, max=0, description="row", **live)
+        lock_when_single(self.layer, self.head, self.row)
         self.status = widgets.Label(value="")
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws

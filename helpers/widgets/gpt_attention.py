@@ -40,7 +40,7 @@ from helpers.models import GPT
 from helpers.plots import figure_to_png
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, check_char_model, known_text
+from helpers.widgets.base import Explorer, check_char_model, known_text, lock_when_single
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
@@ -83,6 +83,7 @@ class GPTAttentionExplorer(Explorer):
         self.head = widgets.IntSlider(value=0, min=0, max=c.n_heads - 1, description="head", **live)
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
         self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
+        lock_when_single(self.layer, self.head, self.query, self.key)
         self.status = widgets.Label(value="")
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
