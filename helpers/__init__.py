@@ -11,7 +11,7 @@ from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
 from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.device import get_device, set_seed
-from helpers.exercises import attempt, rejects
+from helpers.exercises import attempt, rejects, verify
 from helpers.gpt2 import load_gpt2
 from helpers.gpt2_tokenizer import GPT2Tokenizer
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
@@ -36,4 +36,4 @@ __all__ = [
     "set_seed", "sinusoidal_table", "train", "train_val_split",
 ]
 __all__ += ["GPT2Tokenizer", "load_gpt2"]
-__all__ += ["attempt", "rejects"]
+__all__ += ["attempt", "rejects", "verify"]

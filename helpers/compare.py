@@ -42,6 +42,7 @@ def check_close(label: str, actual, expected, atol: float = 1e-6, rtol: float = 
     exactly (no broadcasting: a silently broadcast comparison proves nothing). NaN anywhere
     fails. Raises AssertionError, with the real difference, when the values are not close.
     """
+    __tracebackhide__ = True  # IPython ends a failure's traceback at the caller's line
     if not isinstance(label, str):
         raise TypeError(f"label must be a str, got {type(label).__name__}")
     if not isinstance(quiet, bool):
@@ -54,7 +55,8 @@ def check_close(label: str, actual, expected, atol: float = 1e-6, rtol: float = 
     if a.shape != e.shape:
         raise ValueError(f"{label}: actual has shape {tuple(a.shape)}, expected has shape {tuple(e.shape)}")
     if torch.isnan(a).any() or torch.isnan(e).any():
-        raise AssertionError(f"{label}: NaN in {'actual' if torch.isnan(a).any() else 'expected'}")
+        raise AssertionError(f"{label}: NaN in {'actual' if torch.isnan(a).any() else 'expected'} (for example a "
+                             "softmax over a row whose entries are all -inf)")  # fmt: skip
     diff = (a - e).abs()
     worst = float(diff.max()) if diff.numel() else 0.0
     bound = atol + rtol * e.abs()

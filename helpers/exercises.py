@@ -3,7 +3,8 @@
 An exercise in the notebooks is three cells: a check (``check_exercise_N(fn)``, which prints
 ``exercise N: correct`` or raises AssertionError saying what it expected and what it got), a
 stub whose body raises ``NotImplementedError`` followed by ``attempt(check_exercise_N, fn)``,
-and a collapsed reference solution that also proves the check rejects a wrong answer with
+and a collapsed reference solution that runs ``verify(check_exercise_N, reference)`` (the
+check passes, its output muted) and proves the check rejects a wrong answer with
 ``assert rejects(check_exercise_N, wrong)``.
 
 Which NotImplementedError means "not done yet": only one raised by the solution's own code
@@ -90,6 +91,7 @@ def attempt(check: Callable, *solutions) -> None:
     solution's own body raised NotImplementedError. Anything else propagates: the check's
     AssertionError on a wrong answer, and a NotImplementedError raised deeper down.
     """
+    __tracebackhide__ = True  # IPython starts a wrong answer's traceback at the check, not here
     _validate(check, solutions)
     try:
         check(*solutions)
@@ -98,6 +100,20 @@ def attempt(check: Callable, *solutions) -> None:
             raise
         names = " and ".join(getattr(fn, "__name__", type(fn).__name__) for fn in solutions)
         print(f"{_label(check)}: not done yet — fill in {names} above and re-run this cell")
+
+
+def verify(check: Callable, *solutions) -> None:
+    """Run ``check(*solutions)`` on a reference solution with the check's own output muted
+    (it may print the answer); print one line that it passed. A failure propagates.
+
+    For the collapsed reference cells: under the learner's stub, "exercise N: correct" would read
+    as if the learner's own function had passed, and a printed number would give the answer away.
+    """
+    __tracebackhide__ = True  # IPython shows the check's frame, not this one
+    _validate(check, solutions)
+    with contextlib.redirect_stdout(io.StringIO()):
+        check(*solutions)
+    print(f"{_label(check)}: the reference solution passes the check")
 
 
 def rejects(check: Callable, *solutions) -> bool:

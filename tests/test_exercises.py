@@ -11,7 +11,7 @@ from torch import nn
 
 import helpers
 from helpers import exercises
-from helpers.exercises import attempt, rejects
+from helpers.exercises import attempt, rejects, verify
 
 
 def check_exercise_3(fn):
@@ -145,3 +145,16 @@ def test_argument_validation(fn):
         fn(check_exercise_3)
     with pytest.raises(TypeError, match=r"solutions\[1\] must be a function or class"):
         fn(check_exercise_3, square_stub, 3)
+
+
+def test_verify_mutes_the_check_and_prints_one_neutral_line(capsys):
+    def check_exercise_4(fn):
+        assert fn(3) == 9, f"expected 9, got {fn(3)}"
+        print("exercise 4: correct (the answer is 9)")
+
+    verify(check_exercise_4, lambda x: x * x)
+    assert capsys.readouterr().out == "exercise 4: the reference solution passes the check\n"
+    with pytest.raises(AssertionError, match="expected 9, got 6"):
+        verify(check_exercise_4, lambda x: 2 * x)
+    with pytest.raises(TypeError, match="check"):
+        verify(None, lambda x: x)

@@ -238,12 +238,14 @@ def check_summary_and_exercises(nb) -> list[str]:
     if not any(_has_assert(tree) for _, tree in after_code):
         problems.append(f"cell {e[0]}: no code cell after 'Exercises' contains an assert (the exercise checks)")
     asserting = _asserting_functions(_exercise_functions(nb))
-    called = {
-        n.func.id
-        for _, tree in after_code
-        if tree is not None
-        for n in ast.walk(tree)
+    calls = [
+        n for _, tree in after_code if tree is not None for n in ast.walk(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    ]  # fmt: skip
+    # A check runs on a right answer when called directly or through verify(check, reference)
+    # (attempt(check, stub) does not count: with the stub in place it never reaches the asserts).
+    called = {n.func.id for n in calls} | {
+        n.args[0].id for n in calls if n.func.id == "verify" and n.args and isinstance(n.args[0], ast.Name)
     }
     for k in sorted(numbers):
         name = f"check_exercise_{k}"

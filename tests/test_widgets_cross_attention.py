@@ -81,18 +81,18 @@ def test_the_picture_equals_a_full_render():
 @pytest.mark.parametrize(("text", "used", "words"), [
     ("1234", "1234", []),
     ("12a3b4", "1234", ["skipped", "a b"]),
-    ("12", "1200", ["2 tokens typed", "padded with 0"]),
-    ("", "0000", ["0 tokens typed"]),
-    ("123456789", "1234", ["9 tokens typed", "the first 4"]),
+    ("12", "1200", ["2 characters typed", "padded with 0"]),
+    ("", "0000", ["0 characters typed"]),
+    ("123456789", "1234", ["9 characters typed", "the first 4"]),
     ("猫 1\n2x<EOS>", "1200", ["猫", "␣", "\\n", "<", "E"]),
 ])  # fmt: skip
 def test_text_box_never_raises_and_says_what_was_used(text, used, words):
     ex = cross_attention_explorer(tiny(), source="1234")
     ex.text.value = text
     assert ex.used == used and ex.src.shape == (1, 4)
-    assert all(word in ex.status.value for word in words), ex.status.value
-    assert (f"source used: {used}" in ex.status.value) == bool(words)
-    assert ex.status.value.startswith(f"model writes: {ex.written}, the reverse is {used[::-1]} ")
+    assert all(word in ex.status.text for word in words), ex.status.text
+    assert (f"source used: {used}" in ex.status.text) == bool(words)
+    assert ex.status.text.startswith(f"model writes: {ex.written}, the reverse is {used[::-1]} ")
 
 
 def test_a_shorter_output_clamps_the_row():
@@ -105,7 +105,7 @@ def test_a_shorter_output_clamps_the_row():
     assert ex.written == "<EOS>" and ex.row.max == ex.row.value == 0 and not ex.correct
     assert ex.weights.shape == (2, 2, 1, 4) and ex.big_image.get_array().shape == (1, 4)
     assert [t.get_text() for t in ex.big_y] == ["<EOS>", "", "", "", ""]
-    assert "✗" in ex.status.value and "✗" in ex.suptitle.get_text()
+    assert "✗" in ex.status.text and "✗" in ex.suptitle.get_text()
 
 
 def test_a_trained_model_reverses_and_reads_the_anti_diagonal():
@@ -126,7 +126,7 @@ def test_a_trained_model_reverses_and_reads_the_anti_diagonal():
     finally:
         torch.set_num_threads(threads)
     ex = cross_attention_explorer(model, source="271")
-    assert ex.correct and ex.written == "172<EOS>" and "✓" in ex.status.value
+    assert ex.correct and ex.written == "172<EOS>" and "✓" in ex.status.text
     ex.text.value = "907"
     assert ex.correct and ex.written == "709<EOS>"
     reads = ex.weights[0, :, :3].argmax(-1)  # (H, 3): the input each digit row reads most
@@ -145,7 +145,7 @@ def test_labels_and_ids_are_parameters():
     model = Transformer(7, 8, d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, max_len=5)
     ex = cross_attention_explorer(model, source="cab!", src_labels=list("abcdefg"),
                                   tgt_labels=["^", "$", *"abcdef"], bos_id=0, eos_id=1)  # fmt: skip
-    assert ex.used == "cab" and ex.src.tolist() == [[2, 0, 1]] and "!" in ex.status.value
+    assert ex.used == "cab" and ex.src.tolist() == [[2, 0, 1]] and "!" in ex.status.text
     assert set(ex.written) <= set("$abcdef") and ex.output[0, 0] == 0
 
 

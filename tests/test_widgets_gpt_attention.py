@@ -57,7 +57,7 @@ def test_text_box_reruns_the_model_and_names_unknown_characters(parts):
     model, tok = parts
     ex = gpt_attention_explorer(model, tok, text="def")
     ex.text.value = "def 猫(x)"
-    assert "猫" in ex.status.value and ex.chars == list("def (x)")
+    assert "猫" in ex.status.text and ex.chars == list("def (x)")
     assert ex.weights.shape[-1] == 7 and ex.query.max == 6
     ex.text.value = TEXT * 2  # cropped to block_size
     assert len(ex.chars) == model.config.block_size
@@ -107,3 +107,18 @@ def test_a_slider_with_one_value_is_greyed_out_and_comes_back(parts):
     assert ex.query.disabled and ex.key.disabled and not ex.head.disabled
     ex.text.value = "ret"
     assert not ex.query.disabled and not ex.key.disabled
+
+
+def test_the_key_slider_stops_at_the_query(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    ex.query.value = 3
+    assert ex.key.max == 3
+    ex.key.value = 7  # what dragging to the end does: it stops at the query
+    assert ex.key.value == 3 and math.isfinite(ex.score)
+    ex.query.value = 0
+    assert ex.key.value == 0 and ex.key.disabled
+    calls = []
+    ex.update = lambda: calls.append(1)
+    ex.query.value = 5
+    assert len(calls) == 1  # one redraw for one move, the key's new range included

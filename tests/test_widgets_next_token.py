@@ -58,9 +58,9 @@ def test_sample_appends_a_character_from_the_filtered_distribution(parts):
 def test_unknown_characters_are_skipped_and_named(parts):
     model, tok = parts
     ex = next_token_explorer(model, tok, prompt="def 我")
-    assert "我" in ex.status.value
+    assert "我" in ex.status.text
     ex.prompt.value = "def"
-    assert ex.status.value == ""
+    assert ex.status.text == ""
     ex.prompt.value = ""  # an empty prompt still shows something
     assert ex.probs.shape == (tok.vocab_size,)
 
@@ -126,3 +126,12 @@ def test_display_bundle_has_the_widget_the_picture_and_a_short_text(parts):
     assert bundle["text/plain"].startswith("NextTokenExplorer(prompt='def f'")
     assert base64.b64decode(bundle["image/png"]) == ex.image.value
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_long_prompt_says_the_model_reads_its_context_only():
+    from helpers.tokenizers import CharTokenizer
+    from helpers.widgets.base import known_text
+
+    tok = CharTokenizer.from_text("abc")
+    assert known_text(tok, "abcabc", 4) == ("cabc", "6 characters: the model reads the last 4 (its context)")
+    assert known_text(tok, "abxc", 8) == ("abc", "not in the vocabulary, skipped: x")

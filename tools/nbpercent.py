@@ -5,8 +5,8 @@
 
 Percent format: a line `# %%` starts a code cell, `# %% [markdown]` a markdown cell
 (each of its lines starts with `# `), `# %% tags=["raises-exception"]` a tagged
-code cell, and a trailing ` hidden` (`# %% hidden`) a code cell whose source JupyterLab shows
-collapsed (a reference solution). Outputs are not kept: re-execute with tools/execute_notebooks.py.
+code cell, and a trailing ` hidden` (`# %% hidden`) a code cell that JupyterLab shows collapsed,
+source and output (a reference solution). Outputs are not kept: re-execute with tools/execute_notebooks.py.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def to_nb(text: str) -> nbformat.NotebookNode:
             if tags:
                 cell.metadata["tags"] = tags
             if hidden:
-                cell.metadata["jupyter"] = {"source_hidden": True}
+                cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
         cell["id"] = f"cell-{len(nb.cells):03d}"
         nb.cells.append(cell)
 

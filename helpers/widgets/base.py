@@ -12,6 +12,9 @@ carries three views of the same state, and each front end picks the one it can r
 from __future__ import annotations
 
 import base64
+import html
+
+import ipywidgets as widgets
 
 
 def check_char_model(model, tokenizer) -> None:
@@ -33,8 +36,10 @@ def known_text(tokenizer, text: str, max_len: int) -> tuple[str, str]:
     status line naming the characters that were skipped ("" when none were)."""
     known = "".join(ch for ch in text if ch in tokenizer)
     unknown = sorted(set(text) - set(known))
-    status = f"not in the vocabulary, skipped: {' '.join(unknown)}" if unknown else ""
-    return (known or tokenizer.chars[0])[-max_len:], status
+    notes = [f"not in the vocabulary, skipped: {' '.join(unknown)}"] if unknown else []
+    if len(known) > max_len:
+        notes.append(f"{len(known)} characters: the model reads the last {max_len} (its context)")
+    return (known or tokenizer.chars[0])[-max_len:], "; ".join(notes)
 
 
 def lock_when_single(*sliders) -> None:
@@ -44,6 +49,19 @@ def lock_when_single(*sliders) -> None:
         slider.disabled = slider.min == slider.max
         slider.observe(lambda change: setattr(change["owner"], "disabled", change["owner"].min == change["owner"].max),
                        names=["min", "max"])  # fmt: skip
+
+
+class StatusLine(widgets.HTML):
+    """A line of plain text under the controls that wraps at the output's width (a `Label`
+    cuts it off with an ellipsis). Read and write it as ``.text``; ``.value`` is the escaped HTML."""
+
+    @property
+    def text(self) -> str:
+        return html.unescape(self.value)
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.value = html.escape(value)
 
 
 class Explorer:

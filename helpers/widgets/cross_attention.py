@@ -29,7 +29,7 @@ Example:
     >>> from helpers.models import Transformer
     >>> m = Transformer(12, 12, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=6)
     >>> ex = cross_attention_explorer(m, source="12x3456")
-    >>> ex.used, tuple(ex.weights.shape[:2]), ex.weights.shape[-1], "not a source token: x" in ex.status.value
+    >>> ex.used, tuple(ex.weights.shape[:2]), ex.weights.shape[-1], "not a source character: x" in ex.status.text
     ('1234', (2, 2), 4, True)
 """
 
@@ -48,7 +48,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from helpers.models import Transformer
 from helpers.validate import check_int, check_sequence
-from helpers.widgets.base import Explorer, lock_when_single
+from helpers.widgets.base import Explorer, StatusLine, lock_when_single
 from helpers.widgets.blit import Blitter
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
@@ -88,7 +88,7 @@ class CrossAttentionExplorer(Explorer):
         self.head = widgets.IntSlider(value=head, min=0, max=H - 1, description="head", **live)
         self.row = widgets.IntSlider(value=0, min=0, max=0, description="row", **live)
         lock_when_single(self.layer, self.head, self.row)
-        self.status = widgets.Label(value="")
+        self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
@@ -110,13 +110,13 @@ class CrossAttentionExplorer(Explorer):
         notes = []
         unknown = sorted(set(text) - set(self.typeable))
         if unknown:
-            notes.append("skipped, not a source token: " + " ".join(show_char(c) for c in unknown))
+            notes.append("skipped, not a source character: " + " ".join(show_char(c) for c in unknown))
         fill = next(iter(self.typeable))
         if len(ids) < self.S:
-            notes.append(f"{len(ids)} tokens typed, the model reads exactly {self.S}: padded with {fill}")
+            notes.append(f"{len(ids)} characters typed, the model reads exactly {self.S}: padded with {fill}")
             ids += [self.typeable[fill]] * (self.S - len(ids))
         elif len(ids) > self.S:
-            notes.append(f"{len(ids)} tokens typed, the model reads {self.S}: used the first {self.S}")
+            notes.append(f"{len(ids)} characters typed, the model reads {self.S}: used the first {self.S}")
             ids = ids[: self.S]
         return ids, "; ".join(notes)
 
@@ -135,7 +135,7 @@ class CrossAttentionExplorer(Explorer):
         reverse = [self.src_labels[i] for i in reversed(ids)]
         self.correct = self.out_labels == reverse + [self.tgt_labels[self.eos_id]]
         verdict = f"model writes: {self.written}, the reverse is {''.join(reverse)} {'✓' if self.correct else '✗'}"
-        self.status.value = verdict + (f" · source used: {self.used} ({note})" if note else "")
+        self.status.text = verdict + (f" · source used: {self.used} ({note})" if note else "")
         T = self.weights.shape[2]
         self._syncing = True  # move the row slider without a redraw of its own
         self.row.max = T - 1

@@ -40,7 +40,13 @@ from helpers.models import GPT
 from helpers.plots import figure_to_png
 from helpers.tokenizers import CharTokenizer
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, check_char_model, known_text, lock_when_single
+from helpers.widgets.base import (
+    Explorer,
+    StatusLine,
+    check_char_model,
+    known_text,
+    lock_when_single,
+)
 from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
@@ -84,7 +90,7 @@ class GPTAttentionExplorer(Explorer):
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
         self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
         lock_when_single(self.layer, self.head, self.query, self.key)
-        self.status = widgets.Label(value="")
+        self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
@@ -102,7 +108,7 @@ class GPTAttentionExplorer(Explorer):
 
     @torch.no_grad()
     def _run_model(self) -> None:
-        known, self.status.value = known_text(self.tokenizer, self.text.value, self.model.config.block_size)
+        known, self.status.text = known_text(self.tokenizer, self.text.value, self.model.config.block_size)
         self.chars = list(known)
         ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
         self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
@@ -113,9 +119,9 @@ class GPTAttentionExplorer(Explorer):
         self.scores = scores.masked_fill(future, -math.inf)
         self.weights = torch.softmax(self.scores, dim=-1)  # (L, H, T, T)
         self._syncing = True  # move the position sliders without one redraw each
-        self.query.max = self.key.max = T - 1
+        self.query.max = T - 1
         self.query.value = T - 1
-        self.key.value = min(self.key.value, T - 1)
+        self.key.max = T - 1  # = the query: a causal query sees keys 0..query only
         self._syncing = False
         self._text_shown = False
 
@@ -124,10 +130,10 @@ class GPTAttentionExplorer(Explorer):
         self._redraw()
 
     def _on_control(self, change) -> None:
-        if change["owner"] is self.query and self.key.value > self.query.value:
-            self._syncing = True
-            self.key.value = self.query.value  # a causal query cannot look ahead
-            self._syncing = False
+        if change["owner"] is self.query:
+            syncing, self._syncing = self._syncing, True  # a clamped key redraws once, below
+            self.key.max = self.query.value  # a causal query cannot look ahead: the key slider stops there
+            self._syncing = syncing
         if not self._syncing:
             self._redraw()
 

@@ -38,7 +38,7 @@ from matplotlib.figure import Figure
 from helpers.generation import filter_logits
 from helpers.plots import figure_to_png
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, check_char_model, known_text
+from helpers.widgets.base import Explorer, StatusLine, check_char_model, known_text
 from helpers.widgets.throttle import Throttle
 
 VISIBLE = {"\n": "\\n", " ": "␣", "\t": "\\t"}
@@ -58,7 +58,7 @@ class NextTokenExplorer(Explorer):
         self.n_bars, self.window = n_bars, window
         self.generator = torch.Generator().manual_seed(seed)
         V = tokenizer.vocab_size
-        live = {"continuous_update": True, "style": {"description_width": "80px"},
+        live = {"continuous_update": True, "style": {"description_width": "initial"},  # whole labels: "top-k (0: off)"
                 "layout": widgets.Layout(min_width="260px", flex="1 1 260px")}  # fmt: skip
         self.prompt = widgets.Textarea(value=prompt, description="prompt", rows=2, continuous_update=True,
                                        layout=widgets.Layout(width="98%"))  # fmt: skip
@@ -67,7 +67,7 @@ class NextTokenExplorer(Explorer):
         self.top_k = widgets.IntSlider(value=0, min=0, max=V, description="top-k (0: off)", **live)
         self.top_p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **live)
         self.sample = widgets.Button(description="sample next", icon="plus")
-        self.status = widgets.Label(value="")
+        self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
         self.image = widgets.Image(format="png", width=width, height=height)
@@ -86,7 +86,7 @@ class NextTokenExplorer(Explorer):
 
     def _ids(self) -> list[int]:
         """The prompt's ids, unknown characters skipped (and named in the status line)."""
-        known, self.status.value = known_text(self.tokenizer, self.prompt.value, self.model.config.block_size)
+        known, self.status.text = known_text(self.tokenizer, self.prompt.value, self.model.config.block_size)
         return self.tokenizer.encode(known)
 
     @torch.no_grad()
@@ -142,12 +142,11 @@ class NextTokenExplorer(Explorer):
         self.ax_bar.set_xticks(range(self.n_bars), [show_char(self.tokenizer.chars[i]) for i in order])
         kept = int((self.probs > 0).sum())
         self.ax_bar.set_title(f"next character · {kept} of {len(raw)} can be sampled", fontsize=10)
-        W = self.attention.shape[1]
-        shown = np.zeros((self.attention.shape[0], self.window))
-        shown[:, self.window - W :] = self.attention.numpy()  # right-aligned: the last column is the last character
-        self.heat.set_data(shown)
-        labels = [""] * (self.window - W) + [show_char(c) for c in self.context]
-        self.ax_att.set_xticks(range(self.window), labels, fontsize=7)
+        W = self.attention.shape[1]  # a short prompt has fewer than `window` characters: no empty columns
+        self.heat.set_data(self.attention.numpy())  # (L*H, W)
+        self.heat.set_extent((-0.5, W - 0.5, self.attention.shape[0] - 0.5, -0.5))
+        self.ax_att.set_xlim(-0.5, W - 0.5)
+        self.ax_att.set_xticks(range(W), [show_char(c) for c in self.context], fontsize=7)
         self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
         self.last_update_s = time.perf_counter() - start
 

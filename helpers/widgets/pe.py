@@ -30,6 +30,7 @@ import time
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -146,9 +147,11 @@ class PEExplorer(Explorer):
             ax.tick_params(labelsize=8)
             ax.locator_params(nbins=4)  # each tick label costs render time
         self.figure.text(0.008, 0.5, "position", rotation=90, va="center", fontsize=9)
-        # Black markers: gold vanished against the red-white-blue table.
-        self._row = ax_map.axhline(0, color="black", lw=1.2, ls="--")
-        self._col = ax_map.axvline(0, color="black", lw=1.2, ls="--")
+        # Black markers with a white edge: gold vanished against the red-white-blue table, and a
+        # thin dashed black line among the fast red/blue stripes of the low dimensions.
+        edge = [patheffects.withStroke(linewidth=3.5, foreground="white")]
+        self._row = ax_map.axhline(0, color="black", lw=1.5, path_effects=edge)
+        self._col = ax_map.axvline(0, color="black", lw=1.5, path_effects=edge)
         self._lines = [
             ax_curve.plot([], [], lw=1.2, label=label)[0] for label in ("sin (even dim)", "cos (odd dim)")
         ]
