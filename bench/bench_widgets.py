@@ -104,6 +104,7 @@ def main() -> int:
     ] + [
         ("gpt_attention", ga, c, vals) for c, vals in [
             (ga.layer, [0, 1, 2, 3]), (ga.head, [0, 1, 2, 3]), (ga.query, [18, 10, 5]), (ga.key, [0, 3, 5]),
+            (ga.scores_view, [True, False]),
             (ga.text, ["def __init__(self):", "for x in range(10):", "import os"]), (ga.text, LONG)]
     ] + [
         ("cross_attention", ca, c, vals) for c, vals in [

@@ -122,3 +122,19 @@ def test_the_key_slider_stops_at_the_query(parts):
     ex.update = lambda: calls.append(1)
     ex.query.value = 5
     assert len(calls) == 1  # one redraw for one move, the key's new range included
+
+
+def test_the_large_map_can_show_the_scores_before_softmax(parts):
+    model, tok = parts
+    ex = gpt_attention_explorer(model, tok, text="return x")
+    ex.layer.value, ex.head.value = 1, 0
+    ex.scores_view.value = True
+    shown = torch.as_tensor(ex.big_image.get_array().filled(math.nan))  # (T, T), NaN where masked
+    future = torch.triu(torch.ones(8, 8, dtype=torch.bool), diagonal=1)
+    assert shown[future].isnan().all()
+    torch.testing.assert_close(shown[~future], ex.scores[1, 0][~future].float(), atol=1e-6, rtol=0)
+    low, high = ex.big_image.get_clim()
+    assert low == -high == -float(ex.scores[1, 0][~future].abs().max())
+    ex.scores_view.value = False
+    torch.testing.assert_close(torch.as_tensor(ex.big_image.get_array()), ex.weights[1, 0], atol=0, rtol=0)
+    assert ex.big_image.get_clim() == (0, 1)

@@ -30,6 +30,7 @@ import math
 import time
 
 import ipywidgets as widgets
+import matplotlib
 import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -75,6 +76,9 @@ def queries_and_keys(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch
     return torch.stack(qs), torch.stack(ks)  # L x (H, T, hs) -> (L, H, T, hs)
 
 
+SCORES_CMAP = matplotlib.colormaps["RdBu"].with_extremes(bad="white")  # blue +, red −, as the term bars; NaN (future): blank
+
+
 class GPTAttentionExplorer(Explorer):
     """Controls, figure and state; ``.widget`` is what Jupyter shows."""
 
@@ -90,6 +94,7 @@ class GPTAttentionExplorer(Explorer):
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
         self.key = widgets.IntSlider(value=0, min=0, max=0, description="key", **live)
         lock_when_single(self.layer, self.head, self.query, self.key)
+        self.scores_view = widgets.Checkbox(value=False, description="large map: scores before softmax", indent=False)
         self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
@@ -97,11 +102,11 @@ class GPTAttentionExplorer(Explorer):
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._syncing = False
         self.text.observe(self._on_text, names="value")
-        for control in (self.layer, self.head, self.query, self.key):
+        for control in (self.layer, self.head, self.query, self.key, self.scores_view):
             control.observe(self._on_control, names="value")
         row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
         self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head, self.query, self.key], layout=row),
-                                    self.status, self.image])  # fmt: skip
+                                    self.scores_view, self.status, self.image])  # fmt: skip
         self._build()
         self._run_model()
         self.update()
@@ -199,9 +204,18 @@ class GPTAttentionExplorer(Explorer):
             self._show_text()
         layer, h, t, s = self.layer.value, self.head.value, self.query.value, self.key.value
         self.frame.set_xy((h, layer))
-        self.big_image.set_data(self.weights[layer, h].numpy())
+        if self.scores_view.value:  # what softmax turns into the weights; the future is -inf: left blank
+            shown = self.scores[layer, h].masked_fill(self.scores[layer, h].isinf(), math.nan)  # (T, T)
+            reach = float(shown.nan_to_num(0.0).abs().max()) or 1.0
+            self.big_image.set(cmap=SCORES_CMAP, clim=(-reach, reach))  # one scale: ± the head's largest score
+            title = f"layer {layer}, head {h}: scores q·k/√hs, ±{reach:.1f}"
+        else:
+            shown = self.weights[layer, h]  # (T, T)
+            self.big_image.set(cmap="Blues", clim=(0, 1))
+            title = f"layer {layer}, head {h}: weights"
+        self.big_image.set_data(shown.numpy())
         self.cell.set_xy((s - 0.5, t - 0.5))
-        self.ax_big.set_title(f"layer {layer}, head {h}", fontsize=10, y=1.01)
+        self.ax_big.set_title(title, fontsize=10, y=1.01)
         hs = self.q.shape[-1]
         self.terms = self.q[layer, h, t] * self.k[layer, h, s] / math.sqrt(hs)  # (hs,) * (hs,) -> (hs,)
         self.score = float(self.scores[layer, h, t, s])
@@ -220,7 +234,7 @@ class GPTAttentionExplorer(Explorer):
 
     def __repr__(self) -> str:
         return (f"GPTAttentionExplorer(text={self.text.value[-30:]!r}, layer={self.layer.value}, head={self.head.value}, "
-                f"query={self.query.value}, key={self.key.value})")  # fmt: skip
+                f"query={self.query.value}, key={self.key.value}, scores={self.scores_view.value})")  # fmt: skip
 
 
 def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,
