@@ -6,7 +6,9 @@
 Percent format: a line `# %%` starts a code cell, `# %% [markdown]` a markdown cell
 (each of its lines starts with `# `), `# %% tags=["raises-exception"]` a tagged
 code cell, and a trailing ` hidden` (`# %% hidden`) a code cell that JupyterLab shows collapsed,
-source and output (a reference solution). Outputs are not kept: re-execute with tools/execute_notebooks.py.
+source and output (a reference solution). Outputs are not kept: re-execute with tools/execute_notebooks.py. Neither are markdown
+attachments (06's architecture picture) nor cell ids (renumbered): to change a few cells of
+such a notebook, edit it with nbformat instead.
 """
 
 from __future__ import annotations
