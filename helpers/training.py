@@ -46,7 +46,7 @@ def _check_loop_args(model, get_batch, loss_fn, optimizer=None) -> None:
                         f"got {type(optimizer).__name__}")
 
 __all__ = [
-    "TrainConfig", "History", "cosine_lr", "default_loss_fn", "estimate_loss", "train_step", "train",
+    "TrainConfig", "History", "cosine_lr", "default_loss_fn", "estimate_loss", "make_optimizer", "train_step", "train",
     "save_checkpoint", "load_checkpoint",
 ]
 
