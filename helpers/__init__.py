@@ -7,6 +7,7 @@ from helpers.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from helpers.bpe import BPETokenizer
 from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
 from helpers.data import get_batch, load_corpus, train_val_split
@@ -22,7 +23,7 @@ from helpers.positional import (
     sinusoidal_table,
 )
 from helpers.pretrained import load_pretrained
-from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+from helpers.tokenizers import CharTokenizer, WordTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
 
 __all__ = [

@@ -110,9 +110,8 @@ def heatmap(
     if yticklabels is not None:
         ax.set_yticks(range(arr.shape[0]), labels=list(yticklabels))
     if annotate:
-        mid = (np.nanmin(arr) + np.nanmax(arr)) / 2
         for (r, c), v in np.ndenumerate(arr):
-            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color="white" if v < mid else "black")
+            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color=text_colour(im, v))
     if title:
         ax.set_title(title)
     if xlabel:
@@ -122,6 +121,17 @@ def heatmap(
     if colorbar:
         fig.colorbar(im, ax=ax)
     return fig
+
+
+def text_colour(im, value: float) -> str:
+    """Black or white, whichever reads better on the colour ``im`` (an AxesImage) gives ``value``.
+
+    Chosen from the cell's own colour (its luminance after the colormap's normalisation), not
+    from the data's midpoint: on a diverging map from -1 to 1 a value near 0 is near-white, and
+    needs black text however the data happen to be spread.
+    """
+    red, green, blue, _ = im.cmap(im.norm(value))
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"  # ITU-R BT.601 luma
 
 
 def figure_to_png(fig: Figure, dpi: int = 80, fast: bool = False) -> bytes:

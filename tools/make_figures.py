@@ -68,7 +68,8 @@ def tokenization() -> Figure:
     from matplotlib.patches import Rectangle
 
     from helpers.data import load_corpus
-    from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+    from helpers.bpe import BPETokenizer
+    from helpers.tokenizers import CharTokenizer, WordTokenizer
 
     sentence = "The assert statement raises an exception."
     bpe = BPETokenizer.train(load_corpus()[:100_000], vocab_size=512)
