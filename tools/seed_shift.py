@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,10 +44,17 @@ def failures(path: Path, shift: int, timeout: int) -> tuple[list[str], float]:
         expected = "raises-exception" in cell.metadata.get("tags", [])
         for out in cell.get("outputs", []):
             if out.output_type == "error" and not expected:
-                line = next((ln for ln in cell.source.splitlines() if ln.strip().startswith("assert")), "")
-                found.append(f"code cell {i}: {out.ename}: {str(out.evalue)[:200]}" + (f"  [{line.strip()[:120]}]"
-                                                                                       if out.ename == "AssertionError" else ""))  # fmt: skip
+                line = _failing_line(cell.source, out.get("traceback", []))
+                found.append(f"code cell {i}: {out.ename}: {str(out.evalue)[:200]}" + (f"  [{line[:120]}]" if line else ""))
     return found, time.perf_counter() - start
+
+
+def _failing_line(source: str, traceback: list[str]) -> str:
+    """The line of the cell that raised, from IPython's traceback ('Cell In[12], line 5')."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(traceback))
+    m = re.search(r"Cell In\[\d+\], line (\d+)", text)
+    lines = source.splitlines()
+    return lines[int(m.group(1)) - 1].strip() if m and 0 < int(m.group(1)) <= len(lines) else ""
 
 
 class _environment:
