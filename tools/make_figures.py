@@ -68,8 +68,8 @@ def tokenization() -> Figure:
     """Notebook 01's sentence as characters, words and BPE tokens (512-token BPE on 100k pydoc chars)."""
     from matplotlib.patches import Rectangle
 
-    from helpers.data import load_corpus
     from helpers.bpe import BPETokenizer
+    from helpers.data import load_corpus
     from helpers.tokenizers import CharTokenizer, WordTokenizer
 
     sentence = "The assert statement raises an exception."
