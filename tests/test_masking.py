@@ -18,7 +18,8 @@ import torch.nn.functional as F
 
 import helpers.attention as attention_module
 from helpers.attention import MultiHeadAttention, padding_mask
-from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from helpers.layers import DecoderLayer, EncoderLayer
+from helpers.stacks import Decoder, Encoder
 from helpers.models import GPT, GPTConfig, Transformer
 
 DTYPES = [torch.float32, torch.float64]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.layers import Decoder, Encoder
+from helpers.stacks import Decoder, Encoder
 from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
 
 
