@@ -19,8 +19,8 @@ import torch.nn.functional as F
 import helpers.attention as attention_module
 from helpers.attention import MultiHeadAttention, padding_mask
 from helpers.layers import DecoderLayer, EncoderLayer
-from helpers.stacks import Decoder, Encoder
 from helpers.models import GPT, GPTConfig, Transformer
+from helpers.stacks import Decoder, Encoder
 
 DTYPES = [torch.float32, torch.float64]
 TORCH_SDPA = F.scaled_dot_product_attention
