@@ -200,7 +200,7 @@ def architecture() -> Figure:
 @figure("05_grad_norms")
 def grad_norms() -> Figure:
     """Per-layer gradient norms at initialisation, 12-layer post-LN vs pre-LN (notebook 05)."""
-    from helpers.layers import Encoder
+    from helpers.stacks import Encoder
 
     def layer_grad_norms(norm_first: bool, n_layers: int = 12, C: int = 64, V: int = 100) -> torch.Tensor:
         set_seed(0)
