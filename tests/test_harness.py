@@ -117,10 +117,12 @@ def test_widget_view_beside_a_picture_is_caught_and_the_executor_drops_it(tmp_pa
 
 
 def test_collapsed_cells_and_python_version_as_jupyterlab_leaves_them(tmp_path: Path):
+    import nbmeta
+
     nb = _executed_notebook()
     nb.cells[0].metadata["jupyter"] = {"outputs_hidden": True, "source_hidden": True}
     assert any('"collapsed": true' in p for p in _problems(nb, tmp_path))
-    execute_notebooks.as_lab_leaves_it(nb)
+    nbmeta.as_lab_leaves_it(nb)
     assert nb.cells[0].metadata["collapsed"] is True and _problems(nb, tmp_path) == []
     nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
     assert any("Python version" in p for p in _problems(nb, tmp_path))
