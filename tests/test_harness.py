@@ -120,9 +120,10 @@ def test_collapsed_cells_and_python_version_as_jupyterlab_leaves_them(tmp_path: 
     import nbmeta
 
     nb = _executed_notebook()
-    nb.cells[0].metadata["jupyter"] = {"outputs_hidden": True, "source_hidden": True}
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    cell.metadata["jupyter"] = {"outputs_hidden": True, "source_hidden": True}
     assert any('"collapsed": true' in p for p in _problems(nb, tmp_path))
     nbmeta.as_lab_leaves_it(nb)
-    assert nb.cells[0].metadata["collapsed"] is True and _problems(nb, tmp_path) == []
+    assert cell.metadata["collapsed"] is True and _problems(nb, tmp_path) == []
     nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
     assert any("Python version" in p for p in _problems(nb, tmp_path))
