@@ -29,6 +29,17 @@ from helpers.cjk import register
 register()  # the explorers draw Chinese with the course's font (helpers/cjk.py)
 
 
+def char_model_or_pretrained(model, tokenizer):
+    """``(model, tokenizer)``, or the shipped character GPT when both are None: an explorer cell then
+    runs on its own, after a kernel restart too."""
+    if model is None and tokenizer is None:
+        from helpers.pretrained import load_pretrained
+
+        return load_pretrained("char_gpt")
+    check_char_model(model, tokenizer)
+    return model, tokenizer
+
+
 def check_char_model(model, tokenizer) -> None:
     """The trained-model explorers need a helpers `GPT` and the `CharTokenizer` it was trained with."""
     from helpers.models import GPT

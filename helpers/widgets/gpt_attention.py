@@ -44,7 +44,7 @@ from helpers.widgets.base import (
     Explorer,
     Panels,
     StatusLine,
-    check_char_model,
+    char_model_or_pretrained,
     first_text,
     known_text,
     lock_when_single,
@@ -245,10 +245,12 @@ class GPTAttentionExplorer(Explorer):
                 f"query={self.query.value}, key={self.key.value}, scores={self.scores_view.value})")  # fmt: skip
 
 
-def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,
-                           width: int = 960, height: int = 340) -> GPTAttentionExplorer:
-    """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc)."""
-    check_char_model(model, tokenizer)
+def gpt_attention_explorer(model: GPT | None = None, tokenizer: CharTokenizer | None = None,
+                           text: str = "def __init__(self):", *, width: int = 960,
+                           height: int = 340) -> GPTAttentionExplorer:  # fmt: skip
+    """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc);
+    with neither given it loads the shipped model, so the cell needs nothing from the cells above."""
+    model, tokenizer = char_model_or_pretrained(model, tokenizer)
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     check_int("width", width, minimum=400)

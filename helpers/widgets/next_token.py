@@ -41,7 +41,7 @@ from helpers.widgets.base import (
     Explorer,
     Panels,
     StatusLine,
-    check_char_model,
+    char_model_or_pretrained,
     first_text,
     known_text,
     show_char,
@@ -164,18 +164,20 @@ class NextTokenExplorer(Explorer):
                 f"top_k={self.top_k.value}, top_p={self.top_p.value:.2f})")  # fmt: skip
 
 
-def next_token_explorer(model, tokenizer, prompt: str = "def ", *, n_bars: int = 12, window: int = 24,
+def next_token_explorer(model=None, tokenizer=None, prompt: str = "def ", *, n_bars: int = 12, window: int = 24,
                         seed: int = 0, width: int = 760, height: int = 300) -> NextTokenExplorer:
     """Build the explorer for a character-level `GPT` and its `CharTokenizer`.
 
     Args:
+        model, tokenizer: both None (the default) loads the shipped model (`helpers.load_pretrained`),
+            so the cell needs nothing from the cells above.
         prompt: the starting text (characters outside the vocabulary are skipped and named).
         n_bars: how many of the most likely characters get a bar.
         window: how many of the last prompt characters the attention panel shows.
         seed: seeds the sampling button's generator, so a session's samples are repeatable.
         width, height: the plot's size in pixels.
     """
-    check_char_model(model, tokenizer)
+    model, tokenizer = char_model_or_pretrained(model, tokenizer)
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     check_int("n_bars", n_bars, minimum=1)
