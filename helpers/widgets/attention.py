@@ -34,7 +34,7 @@ from helpers.attention import MultiHeadAttention, causal_mask, scaled_dot_produc
 from helpers.attention_plots import draw_query_bars, draw_weights
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, Panels, lock_when_single, stale_notice
+from helpers.widgets.base import Explorer, Panels, lock_when_single, stale_notice, with_fonts
 from helpers.widgets.throttle import Throttle
 
 DEFAULT_SENTENCES = ("我 爱 你", "你 爱 我", "我 喜 欢 猫 。", "the cat sat on the mat", "the dog chased the cat")
@@ -114,6 +114,7 @@ class AttentionExplorer(Explorer):
 
     def __init__(self, model: DemoAttention, sentences: tuple[str, ...], width: int, height: int, dpi: int = 80):
         self.model, self.dpi = model, dpi
+        self.font_texts = sentences  # Chinese sentences: the CJK font as fallback
         T = len(split_tokens(sentences[0]))
         H = model.attention.n_heads
         style = {"description_width": "initial"}
@@ -155,6 +156,7 @@ class AttentionExplorer(Explorer):
         if not self._syncing:
             self._redraw()
 
+    @with_fonts
     def _build(self) -> None:
         """Axes, labels and one text per cell for the current sentence; `update` then only changes
         data in place (rebuilding the axes on every move took about half of each redraw)."""
@@ -171,6 +173,7 @@ class AttentionExplorer(Explorer):
         self._row = self.ax_heat.add_patch(Rectangle((-0.5, -0.5), T, 1.0, fill=False, edgecolor="tab:red", linewidth=2))
         self._built_for = self.sentence.value
 
+    @with_fonts
     def update(self) -> None:
         """Recompute the weights for the current controls and redraw the PNG."""
         start = time.perf_counter()

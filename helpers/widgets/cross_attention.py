@@ -55,6 +55,7 @@ from helpers.widgets.base import (
     lock_when_single,
     show_char,
     stale_notice,
+    with_fonts,
 )
 from helpers.widgets.blit import Blitter
 from helpers.widgets.throttle import Throttle
@@ -84,6 +85,7 @@ class CrossAttentionExplorer(Explorer):
                  width: int, height: int, dpi: int = 80):  # fmt: skip
         self.model, self.dpi, self.S = model.eval(), dpi, source_len
         self.src_labels, self.tgt_labels, self.bos_id, self.eos_id = src_labels, tgt_labels, bos_id, eos_id
+        self.font_texts = [*src_labels, *tgt_labels]  # the CJK font only if a label needs it
         self.typeable = {lab: i for i, lab in enumerate(src_labels) if len(lab) == 1}  # what can be typed
         L, H = len(model.decoder.layers), model.decoder.layers[0].cross_attn.n_heads
         live = {"continuous_update": True, "style": {"description_width": "50px"},
@@ -170,6 +172,7 @@ class CrossAttentionExplorer(Explorer):
                 {"ha": "right", "va": "center", **kw}  # fmt: skip
         return [ax.text(*pos(i), "", transform=tr, fontsize=9, **kw) for i in range(n)]
 
+    @with_fonts
     def _build_figure(self, L: int, H: int) -> None:
         """Axes, images, frames, bars, labels and the colour bar, once; later redraws set their data."""
         S, fig = self.S, self.figure
@@ -240,6 +243,7 @@ class CrossAttentionExplorer(Explorer):
         self.suptitle.set_text(f"decoder cross-attention   source {self.used} → model writes {self.written} "
                                f"{'✓' if self.correct else '✗'}")  # fmt: skip
 
+    @with_fonts
     def update(self) -> None:
         """Redraw for the current controls: data, titles and frames change in place (labels with the source)."""
         start = time.perf_counter()

@@ -50,6 +50,7 @@ from helpers.widgets.base import (
     lock_when_single,
     show_char,
     stale_notice,
+    with_fonts,
 )
 from helpers.widgets.throttle import Throttle
 
@@ -86,6 +87,7 @@ class GPTAttentionExplorer(Explorer):
 
     def __init__(self, model: GPT, tokenizer: CharTokenizer, text: str, width: int, height: int, dpi: int = 80):
         self.model, self.tokenizer, self.dpi = model.eval(), tokenizer, dpi
+        self.font_texts = tokenizer.chars  # the CJK font only if the model knows CJK characters
         c = model.config
         live = {"continuous_update": True, "style": {"description_width": "60px"},
                 "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
@@ -148,6 +150,7 @@ class GPTAttentionExplorer(Explorer):
         if not self._syncing:
             self._redraw()
 
+    @with_fonts
     def _build(self) -> None:
         """The figure's three axes, made once; text and control changes only change data in place
         (one composite image for the whole layer × head grid: 16 separate axes took most of a redraw)."""
@@ -203,6 +206,7 @@ class GPTAttentionExplorer(Explorer):
         big.set_yticks(shown, [self.labels[i] for i in shown], fontsize=8)
         self._text_shown = True
 
+    @with_fonts
     def update(self) -> None:
         """Redraw for the current controls: data, titles and frames change in place."""
         start = time.perf_counter()

@@ -46,6 +46,7 @@ from helpers.widgets.base import (
     known_text,
     show_char,
     stale_notice,
+    with_fonts,
 )
 from helpers.widgets.throttle import Throttle
 
@@ -56,6 +57,7 @@ class NextTokenExplorer(Explorer):
     def __init__(self, model, tokenizer, prompt: str, n_bars: int, window: int, seed: int,
                  width: int, height: int, dpi: int = 80):
         self.model, self.tokenizer, self.dpi = model.eval(), tokenizer, dpi
+        self.font_texts = tokenizer.chars  # the CJK font only if the model knows CJK characters
         self.n_bars, self.window = n_bars, window
         self.generator = torch.Generator().manual_seed(seed)
         V = tokenizer.vocab_size
@@ -117,6 +119,7 @@ class NextTokenExplorer(Explorer):
         self.prompt.value += c  # runs the model again and redraws
         return c
 
+    @with_fonts
     def _build_axes(self) -> None:
         """Axes, bars, heatmap and colorbar are made once; `update` only changes their data."""
         grid = {"width_ratios": [1.0, 1.2], "left": 0.07, "right": 0.97, "bottom": 0.17, "top": 0.88, "wspace": 0.28}
@@ -134,6 +137,7 @@ class NextTokenExplorer(Explorer):
         self.ax_att.set_title(f"where the last position looks ({H} heads per layer)", fontsize=10)
         self._colorbar = self.figure.colorbar(self.heat, ax=self.ax_att, fraction=0.04, pad=0.02)
 
+    @with_fonts
     def update(self) -> None:
         """Re-filter the stored logits with the current sliders and redraw the PNG."""
         start = time.perf_counter()

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 
 from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, Panels, stale_notice
+from helpers.widgets.base import Explorer, Panels, stale_notice, with_fonts
 from helpers.widgets.throttle import Throttle
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
@@ -122,6 +122,7 @@ class PEExplorer(Explorer):
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
+    @with_fonts
     def _build_figure(self) -> None:
         self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
         # A permanent Agg canvas keeps one renderer, so text layouts stay cached between redraws
@@ -180,6 +181,7 @@ class PEExplorer(Explorer):
             self.update()
             raise
 
+    @with_fonts
     def update(self) -> None:
         """Recompute the data from the controls, redraw, and put the new PNG into the image."""
         start = time.perf_counter()
