@@ -176,13 +176,18 @@ def _run_all(page, timeout_s: float = 180) -> None:
     raise AssertionError(f"Run All did not finish in {timeout_s} s: execution counts {counts}")
 
 
-def _settled_src(img, timeout_s: float = 30, old: str | None = None) -> str:
-    """Wait for the image to change from ``old`` (if given) and then stay the same for 1.5 s."""
+def _srcs(panels) -> str:
+    return "|".join(panels.evaluate("el => Array.from(el.querySelectorAll('img')).map(i => i.getAttribute('src'))"))
+
+
+def _settled_src(panels, timeout_s: float = 30, old: str | None = None) -> str:
+    """Wait for the explorer's pictures (its panels) to change from ``old`` (if given) and then stay the same for 1.5 s."""
+    img = panels
     deadline = time.monotonic() + timeout_s
-    last, since = img.get_attribute("src"), time.monotonic()
+    last, since = _srcs(img), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = img.get_attribute("src")
+        now = _srcs(img)
         if now != last:
             last, since = now, time.monotonic()
         elif (old is None or now != old) and time.monotonic() - since > 1.5:
@@ -263,7 +268,7 @@ WATCH_SRC = """img => {
     window.__srcWatch = new MutationObserver(() => {
         if (window.__srcChangedAt === null) window.__srcChangedAt = performance.now();
     });
-    window.__srcWatch.observe(img, {attributes: true, attributeFilter: ["src"]});
+    window.__srcWatch.observe(img, {attributes: true, attributeFilter: ["src"], subtree: true});
     window.__actionAt = performance.now();
 }"""
 
@@ -271,10 +276,9 @@ WATCH_SRC = """img => {
 def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
     """Move every control of every explorer; return (control, latency s, changed pixels)."""
     results = []
-    images = page.locator(".jp-OutputArea-output img.widget-image")
-    for e in range(images.count()):
-        img = images.nth(e)
-        area = img.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')][1]")
+    for e, area in enumerate(_explorer_areas(page)):
+        # The explorer's panels: one picture each, in one wrapping row (helpers.widgets.base.Panels).
+        img = area.locator(".widget-hbox:has(> img.widget-image)").first
         area.scroll_into_view_if_needed()
         area.screenshot(path=str(ARTIFACTS / f"{name[:2]}-e{e}-explorer.png"))  # controls and plot, as laid out
         for selector, act in CONTROLS:
@@ -377,9 +381,12 @@ def _restart_then_run_explorers_alone(page, name: str) -> None:
     page.wait_for_timeout(1000)
     stale = page.locator(".course-stale:visible").count()
     assert stale == len(cells), f"{name}: {stale} of {len(cells)} explorers say their kernel is gone after a restart"
+    count = "(i) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).executionCount"
     for i in cells:
         page.evaluate(f"() => {{ const nb = window.jupyterapp.shell.currentWidget; nb.content.activeCellIndex = {i};"
                       " window.jupyterapp.commands.execute('notebook:run-cell'); }")  # fmt: skip
+        # Ran: a new execution count (the restarted kernel counts from 1), then idle.
+        page.wait_for_function(f"() => ({count})({i}) === 1 + {cells.index(i)}", timeout=120_000)
         _wait_idle(page)
         out = page.evaluate(
             f"() => window.jupyterapp.shell.currentWidget.content.model.cells.get({i}).outputs.toJSON()")
