@@ -5,8 +5,9 @@ Three levels, from the simplest to what GPT-style models use:
 - `CharTokenizer`: one id per character, vocabulary = the sorted set of characters seen.
 - `WordTokenizer`: one id per whitespace-separated word, with special tokens
   (``<pad>``, ``<unk>``, ``<eos>``); unknown words map to ``<unk>`` when it exists.
-- `BPETokenizer` (in `helpers.bpe`, re-exported here): byte-level byte-pair encoding,
-  trained from scratch; round-trips any Python string.
+- `helpers.bpe.BPETokenizer` (its own module, which imports the checks of this one; nothing
+  here imports it back): byte-level byte-pair encoding, trained from scratch; round-trips any
+  Python string.
 
 All three save to and load from JSON (never pickle: loading a pickle runs code). Saves are
 atomic; a loaded file is untrusted input: every field is checked and a damaged one raises
@@ -243,14 +244,4 @@ class WordTokenizer:
         return from_file(path, "unk_token", lambda: cls(vocab, unk_token=data["unk_token"]))
 
 
-def __getattr__(name: str):
-    # Re-export BPETokenizer lazily: helpers.bpe imports the checks above, so a top-level
-    # import here would be circular when helpers.bpe is imported first.
-    if name == "BPETokenizer":
-        from helpers.bpe import BPETokenizer
-
-        return BPETokenizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["BPETokenizer", "CharTokenizer", "WordTokenizer", "check_ids", "check_text"]  # noqa: F822
+__all__ = ["CharTokenizer", "WordTokenizer", "check_ids", "check_text"]
