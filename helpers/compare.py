@@ -21,6 +21,8 @@ import numbers
 import numpy as np
 import torch
 
+from helpers.tracebacks import install as install_tracebacks
+
 
 def _as_float64(name: str, value) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
@@ -66,3 +68,6 @@ def check_close(label: str, actual, expected, atol: float = 1e-6, rtol: float = 
         tol = f"{atol:g}" + (f" + {rtol:g}·|expected|" if rtol else "")
         print(f"{label}: max abs diff ≤ {tol} ✓")
     return worst
+
+
+install_tracebacks()  # in IPython: a failed check shows the learner's line and the message, not our frames

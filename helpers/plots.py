@@ -22,7 +22,10 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.cjk import register as _register_cjk_font
 from helpers.validate import check_int
+
+_register_cjk_font()  # Chinese draws with the course's font on every machine (helpers/cjk.py)
 
 
 def _as_2d_array(data, name: str) -> np.ndarray:
