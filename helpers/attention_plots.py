@@ -23,7 +23,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.font_manager import fontManager
 
-from helpers.plots import check_plot_args, heatmap
+from helpers.plots import check_plot_args, heatmap, plain_text
 
 # Checked in this order; the first one installed is used for CJK tick labels.
 CJK_FONTS = (
@@ -50,12 +50,13 @@ def _needs_cjk(text: str) -> bool:
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
-    """Labels that draw without missing glyphs: the tokens themselves, or their pinyin."""
+    """Labels that draw without missing glyphs: the tokens themselves, or their pinyin (``$`` escaped)."""
     check_plot_args(tokens=tokens)
     if cjk_font() is not None:
-        return [str(t) for t in tokens]
+        return [plain_text(t) for t in tokens]
     return [
-        "".join(PINYIN.get(ch, f"U+{ord(ch):04X}" if _needs_cjk(ch) else ch) for ch in str(t)) for t in tokens
+        plain_text("".join(PINYIN.get(ch, f"U+{ord(ch):04X}" if _needs_cjk(ch) else ch) for ch in str(t)))
+        for t in tokens
     ]
 
 

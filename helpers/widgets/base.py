@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 
 import ipywidgets as widgets
+
+from helpers.validate import check_int
+
+MAX_PIXELS = 4096  # a side of an explorer's picture: a 4K screen; more would allocate gigabytes
 
 
 def check_char_model(model, tokenizer) -> None:
@@ -74,3 +79,25 @@ class Explorer:
         if self.image.value:
             bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
         return bundle
+
+
+def check_pixels(width, height, min_width: int, min_height: int) -> None:
+    """The picture's size in pixels: ints from the minimum to `MAX_PIXELS` (a huge size from code
+    would make matplotlib allocate gigabytes for the canvas)."""
+    for name, value, low in (("width", width, min_width), ("height", height, min_height)):
+        if not low <= check_int(name, value) <= MAX_PIXELS:
+            raise ValueError(f"{name} must be in [{low}, {MAX_PIXELS}] pixels, got {value}")
+
+
+def finite_only(*controls) -> None:
+    """Refuse NaN and infinities set from code on float controls (a slider clamps inf, not NaN, and a
+    NaN would break every later redraw): the old value is put back and ValueError names the control.
+    Call before any other observer is registered on these controls, so none of them sees the value."""
+    def guard(change):
+        if not math.isfinite(change["new"]):
+            change["owner"].value = change["old"]
+            raise ValueError(f"{change['owner'].description} must be a finite number, got {change['new']}; "
+                             f"kept {change['old']}")
+
+    for control in controls:
+        control.observe(guard, names="value")

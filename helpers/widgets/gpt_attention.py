@@ -38,13 +38,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from helpers.models import GPT
-from helpers.plots import figure_to_png
+from helpers.plots import figure_to_png, plain_text
 from helpers.tokenizers import CharTokenizer
-from helpers.validate import check_int
 from helpers.widgets.base import (
     Explorer,
     StatusLine,
     check_char_model,
+    check_pixels,
     known_text,
     lock_when_single,
 )
@@ -115,8 +115,8 @@ class GPTAttentionExplorer(Explorer):
     def _run_model(self) -> None:
         known, self.status.text = known_text(self.tokenizer, self.text.value, self.model.config.block_size)
         self.chars = list(known)
-        ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
-        self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
+        ids = torch.tensor([self.tokenizer.encode(known)], device=self.model.tok_emb.weight.device)  # (1, T)
+        self.q, self.k = (x.cpu() for x in queries_and_keys(self.model, ids))  # (L, H, T, hs) each, for plotting
         hs = self.q.shape[-1]
         scores = self.q @ self.k.transpose(-2, -1) / math.sqrt(hs)  # (L, H, T, hs) @ (L, H, hs, T) -> (L, H, T, T)
         T = len(self.chars)
@@ -185,7 +185,7 @@ class GPTAttentionExplorer(Explorer):
         L, H, T = self.weights.shape[:3]
         tiles = self.weights.permute(0, 2, 1, 3).reshape(L * T, H * T)  # (L, H, T, T) -> (L, T, H, T) -> (LT, HT)
         self.grid_image.set_data(tiles.numpy())
-        self.labels = [show_char(ch) for ch in self.chars]
+        self.labels = [plain_text(show_char(ch)) for ch in self.chars]  # "$" drawn, not read as TeX
         big = self.ax_big
         self.big_image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
         big.set_xlim(-0.5, T - 0.5)
@@ -243,6 +243,5 @@ def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "de
     check_char_model(model, tokenizer)
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    check_int("width", width, minimum=400)
-    check_int("height", height, minimum=200)
+    check_pixels(width, height, 400, 200)
     return GPTAttentionExplorer(model, tokenizer, text, width, height)

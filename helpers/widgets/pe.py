@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 from helpers.plots import figure_to_png
 from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, finite_only
 from helpers.widgets.throttle import Throttle
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
@@ -120,6 +120,7 @@ class PEExplorer(Explorer):
         self._busy = False
         self.last_update_s = 0.0
         self.update()
+        finite_only(self.controls["base"])  # first: a NaN base from code never reaches _on_change
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
