@@ -59,9 +59,9 @@ def read_bytes(path, what: str = "file", *, limit: int) -> bytes:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
             raise ValueError(f"{path} is {size} bytes, more than a {what} may have ({limit}); refusing to read it")
-        raw = f.read(limit + 1)  # the file may have grown since fstat
-    if len(raw) > limit:
-        raise ValueError(f"{path} grew past {limit} bytes while being read; refusing it")
+        raw = f.read(size + 1)  # read(n) reserves n bytes at once: ask for what the file holds
+    if len(raw) != size:
+        raise ValueError(f"{path} changed size while being read ({size} bytes, then {len(raw)}); refusing it")
     return raw
 
 
@@ -103,11 +103,14 @@ def load_json(path, what: str = "JSON file", *, limit: int = JSON_LIMIT):
 
 
 def _unpickler_reason(message: str) -> str:
-    """The useful part of torch's long weights_only error, e.g. 'Unsupported global: GLOBAL io.open'.
+    """The useful part of torch's long weights_only error, e.g. 'unsupported global posix.system'.
 
     Never torch's whole text: it goes on to advise ``weights_only=False``, which would run the code.
     """
-    m = re.search(r"Unsupported (global: GLOBAL [\w.]+|operand \d+)", message)
+    m = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", message)
+    if m:
+        return m.group(0)
+    m = re.search(r"Unsupported operand \d+", message)
     return m.group(0) if m else "a pickle instruction the safe loader does not allow"
 
 
