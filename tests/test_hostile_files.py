@@ -283,14 +283,24 @@ def test_damaged_text_files_name_the_file(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
-    fifo = tmp_path / "model.safetensors"
+    import signal
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("the loader waited on a FIFO")
+
+    fifo, tok = tmp_path / "model.safetensors", tmp_path / "tok.json"
     os.mkfifo(fifo)
-    with pytest.raises(ValueError, match="not a regular file"):
-        read_safetensors(fifo)
-    tok = tmp_path / "tok.json"
     os.mkfifo(tok)
-    with pytest.raises(ValueError, match="not a regular file"):
-        WordTokenizer.load(tok)
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)  # fail, not hang, if open() blocks
+    try:
+        with pytest.raises(ValueError, match="not a regular file"):
+            read_safetensors(fifo)
+        with pytest.raises(ValueError, match="not a regular file"):
+            WordTokenizer.load(tok)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def test_pretrained_hashes_the_bytes_it_loads(tmp_path, monkeypatch):
