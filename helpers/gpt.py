@@ -198,7 +198,8 @@ class GPT(nn.Module):
         Each step sees only the last ``block_size`` tokens, divides the logits by
         ``temperature``, keeps the ``top_k`` largest (``top_k=1`` is greedy) and then the
         ``top_p`` nucleus (`helpers.generation.filter_logits`). Dropout is off while
-        generating; the same ``generator`` state gives the same tokens.
+        generating; the same ``generator`` state gives the same tokens. An empty batch (B = 0)
+        gives (0, T + max_new_tokens). Logits that are NaN or +inf raise ValueError.
 
         ``use_cache`` (default) keeps every layer's keys and values, so each step runs one
         token through the model. Position embeddings are absolute: once the context is longer

@@ -282,6 +282,11 @@ def load_gpt2(path, config: GPTConfig | None = None) -> GPT:
     ``config.json``), e.g. the one `make gpt2` fills; or a model folder of the Hugging Face
     cache (``.../hub/models--openai-community--gpt2``). ``config`` defaults to the folder's
     config.json, else to what the tensor shapes say.
+
+    Files are untrusted (`helpers.untrusted`): the snapshot named by ``refs/main`` must be a
+    folder inside ``snapshots/`` and the snapshot's files may only link inside the cache folder;
+    the config is checked against the tensors the file really holds before anything is built.
+    Errors are ValueError naming the file and the field.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path, got {type(path).__name__}")
