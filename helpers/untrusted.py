@@ -128,8 +128,8 @@ def torch_load(data, source: str, what: str = "torch file"):
     except pickle.UnpicklingError as e:
         reason = _unpickler_reason(str(e))
         if "global" in reason.lower():
-            raise ValueError(f"refused to load {source}: it carries pickled code or objects ({reason}), which the "
-                             "safe loader (weights_only=True) does not allow; nothing in it was run") from None
+            raise ValueError(f"refused to load {source}: it carries pickled code or objects ({reason}), which "
+                             "weights_only=True does not allow; nothing in it was run") from None
         raise ValueError(f"refused to load {source}: it is corrupt or not a {what} ({reason}); "
                          "nothing in it was run") from None
     except Exception as e:  # torch raises RuntimeError, EOFError, IndexError... for damaged files
