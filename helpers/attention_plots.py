@@ -22,7 +22,7 @@ import torch
 from matplotlib.figure import Figure
 
 from helpers.cjk import FAMILY, LATIN, check_drawable
-from helpers.plots import check_plot_args, heatmap
+from helpers.plots import check_plot_args, heatmap, plain_text
 
 
 def cjk_font() -> str:
@@ -31,11 +31,12 @@ def cjk_font() -> str:
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
-    """The tokens as tick labels; ValueError if a character has no glyph in the course's fonts."""
+    """The tokens as tick labels (``$`` escaped, so matplotlib never reads them as TeX); ValueError
+    if a character has no glyph in the course's fonts."""
     check_plot_args(tokens=tokens)
     labels = [str(t) for t in tokens]
     check_drawable("tokens", labels)
-    return labels
+    return [plain_text(t) for t in labels]
 
 
 def style_token_ticks(ax) -> None:

@@ -34,9 +34,18 @@ from helpers.attention import MultiHeadAttention, causal_mask, scaled_dot_produc
 from helpers.attention_plots import draw_query_bars, draw_weights
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, Panels, lock_when_single, stale_notice, with_fonts
+from helpers.widgets.base import (
+    Explorer,
+    Panels,
+    check_pixels,
+    finite_only,
+    lock_when_single,
+    stale_notice,
+    with_fonts,
+)
 from helpers.widgets.throttle import Throttle
 
+MAX_D_MODEL = 1024
 DEFAULT_SENTENCES = ("我 爱 你", "你 爱 我", "我 喜 欢 猫 。", "the cat sat on the mat", "the dog chased the cat")
 
 
@@ -127,6 +136,7 @@ class AttentionExplorer(Explorer):
         self.causal = widgets.Checkbox(value=False, description="causal mask", indent=False)
         self.positions = widgets.Checkbox(value=True, description="positions", indent=False)
         self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", **live)
+        finite_only(self.temperature)
         lock_when_single(self.head, self.query)
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
@@ -225,9 +235,10 @@ def attention_explorer(
         width, height: the plot's size in pixels.
     """
     sentences = _check_sentences(sentences)
-    check_int("width", width, minimum=200)
-    check_int("height", height, minimum=120)
-    check_int("d_model", d_model, minimum=2)
-    check_int("n_heads", n_heads, minimum=1)
+    check_pixels(width, height, 200, 120)
+    if not 2 <= check_int("d_model", d_model) <= MAX_D_MODEL:  # a tiny demo: a huge width would take gigabytes
+        raise ValueError(f"d_model must be in [2, {MAX_D_MODEL}], got {d_model}")
+    if not 1 <= check_int("n_heads", n_heads) <= d_model:
+        raise ValueError(f"n_heads must be in [1, d_model={d_model}], got {n_heads}")
     model = build_demo_model(sentences, d_model=d_model, n_heads=n_heads, seed=seed)
     return AttentionExplorer(model, sentences, width, height)

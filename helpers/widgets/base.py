@@ -19,6 +19,7 @@ import base64
 import functools
 import html
 import io
+import math
 
 import ipywidgets as widgets
 import matplotlib
@@ -27,6 +28,7 @@ import PIL.Image
 from matplotlib.figure import Figure
 
 from helpers.cjk import FAMILY, LATIN, register
+from helpers.validate import check_int
 
 register()  # the explorers draw Chinese with the course's font (helpers/cjk.py)
 
@@ -54,6 +56,8 @@ def char_model_or_pretrained(model, tokenizer):
         return load_pretrained("char_gpt")
     check_char_model(model, tokenizer)
     return model, tokenizer
+
+MAX_PIXELS = 4096  # a side of an explorer's picture: a 4K screen; more would allocate gigabytes
 
 
 def check_char_model(model, tokenizer) -> None:
@@ -238,3 +242,23 @@ class Panels:
             crop = rgba[max(y0, self.top):y1, x0:x1]
             image.width, image.height = str(crop.shape[1]), str(crop.shape[0])
             image.value = encode_png(crop)  # unchanged bytes are not sent again
+def check_pixels(width, height, min_width: int, min_height: int) -> None:
+    """The picture's size in pixels: ints from the minimum to `MAX_PIXELS` (a huge size from code
+    would make matplotlib allocate gigabytes for the canvas)."""
+    for name, value, low in (("width", width, min_width), ("height", height, min_height)):
+        if not low <= check_int(name, value) <= MAX_PIXELS:
+            raise ValueError(f"{name} must be in [{low}, {MAX_PIXELS}] pixels, got {value}")
+
+
+def finite_only(*controls) -> None:
+    """Refuse NaN and infinities set from code on float controls (a slider clamps inf, not NaN, and a
+    NaN would break every later redraw): the old value is put back and ValueError names the control.
+    Call before any other observer is registered on these controls, so none of them sees the value."""
+    def guard(change):
+        if not math.isfinite(change["new"]):
+            change["owner"].value = change["old"]
+            raise ValueError(f"{change['owner'].description} must be a finite number, got {change['new']}; "
+                             f"kept {change['old']}")
+
+    for control in controls:
+        control.observe(guard, names="value")

@@ -47,11 +47,13 @@ from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from helpers.models import Transformer
+from helpers.plots import plain_text
 from helpers.validate import check_int, check_sequence
 from helpers.widgets.base import (
     Explorer,
     Panels,
     StatusLine,
+    check_pixels,
     lock_when_single,
     show_char,
     stale_notice,
@@ -236,11 +238,12 @@ class CrossAttentionExplorer(Explorer):
         self.big_image.set_extent((-0.5, S - 0.5, T - 0.5, -0.5))
         self.ax_big.set_ylim(T - 0.5, -0.5)
         for j, label in enumerate(self.src[0].tolist()):
-            self.big_x[j].set_text(self.src_labels[label])
-            self.bars_x[j].set_text(self.src_labels[label])
+            self.big_x[j].set_text(plain_text(self.src_labels[label]))  # "$" drawn, not read as TeX
+            self.bars_x[j].set_text(plain_text(self.src_labels[label]))
         for t, text in enumerate(self.big_y):
-            text.set_text(self.out_labels[t] if t < T else "")
-        self.suptitle.set_text(f"decoder cross-attention   source {self.used} → model writes {self.written} "
+            text.set_text(plain_text(self.out_labels[t]) if t < T else "")
+        self.suptitle.set_text(f"decoder cross-attention   source {plain_text(self.used)} → model writes "
+                               f"{plain_text(self.written)} "
                                f"{'✓' if self.correct else '✗'}")  # fmt: skip
 
     @with_fonts
@@ -264,7 +267,7 @@ class CrossAttentionExplorer(Explorer):
             patch.set_color("tab:orange" if j == need else "tab:blue")
         top = int(self.row_weights.argmax())
         self.top_text.set(x=top, y=float(self.row_weights[top]) + 0.01, text=f"{float(self.row_weights[top]):.2f}")
-        self.ax_bars.set_title(f"weights of row {r} (writes {self.out_labels[r]})", fontsize=11)
+        self.ax_bars.set_title(f"weights of row {r} (writes {plain_text(self.out_labels[r])})", fontsize=11)
         self._blit.draw(0 if source_changed else 1)
         self.panels.show()
         self.last_update_s = time.perf_counter() - start
@@ -315,7 +318,6 @@ def cross_attention_explorer(model: Transformer, *, source: str = "31415926", so
         raise ValueError(f"layer must be in [0, {L}), got {layer}")
     if not 0 <= check_int("head", head) < H:
         raise ValueError(f"head must be in [0, {H}), got {head}")
-    check_int("width", width, minimum=400)
-    check_int("height", height, minimum=200)
+    check_pixels(width, height, 400, 200)
     return CrossAttentionExplorer(model, source, source_len, labels["src_labels"], labels["tgt_labels"], bos_id,
                                   eos_id, layer, head, width, height)  # fmt: skip

@@ -38,13 +38,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from helpers.models import GPT
+from helpers.plots import plain_text
 from helpers.tokenizers import CharTokenizer
-from helpers.validate import check_int
 from helpers.widgets.base import (
     Explorer,
     Panels,
     StatusLine,
     char_model_or_pretrained,
+    check_pixels,
     first_text,
     known_text,
     lock_when_single,
@@ -123,8 +124,8 @@ class GPTAttentionExplorer(Explorer):
             return
         self.chars = list(known or first_text(self.tokenizer))
         known = "".join(self.chars)
-        ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
-        self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
+        ids = torch.tensor([self.tokenizer.encode(known)], device=self.model.tok_emb.weight.device)  # (1, T)
+        self.q, self.k = (x.cpu() for x in queries_and_keys(self.model, ids))  # (L, H, T, hs) each, for plotting
         hs = self.q.shape[-1]
         scores = self.q @ self.k.transpose(-2, -1) / math.sqrt(hs)  # (L, H, T, hs) @ (L, H, hs, T) -> (L, H, T, T)
         T = len(self.chars)
@@ -194,7 +195,7 @@ class GPTAttentionExplorer(Explorer):
         L, H, T = self.weights.shape[:3]
         tiles = self.weights.permute(0, 2, 1, 3).reshape(L * T, H * T)  # (L, H, T, T) -> (L, T, H, T) -> (LT, HT)
         self.grid_image.set_data(tiles.numpy())
-        self.labels = [show_char(ch) for ch in self.chars]
+        self.labels = [plain_text(show_char(ch)) for ch in self.chars]  # "$" drawn, not read as TeX
         big = self.ax_big
         self.big_image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
         big.set_xlim(-0.5, T - 0.5)
@@ -257,6 +258,5 @@ def gpt_attention_explorer(model: GPT | None = None, tokenizer: CharTokenizer | 
     model, tokenizer = char_model_or_pretrained(model, tokenizer)
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    check_int("width", width, minimum=400)
-    check_int("height", height, minimum=200)
+    check_pixels(width, height, 400, 200)
     return GPTAttentionExplorer(model, tokenizer, text, width, height)

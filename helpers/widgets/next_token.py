@@ -36,12 +36,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers.generation import filter_logits
+from helpers.plots import plain_text
 from helpers.validate import check_int
 from helpers.widgets.base import (
     Explorer,
     Panels,
     StatusLine,
     char_model_or_pretrained,
+    check_pixels,
+    finite_only,
     first_text,
     known_text,
     show_char,
@@ -69,6 +72,7 @@ class NextTokenExplorer(Explorer):
                                                   description="temperature", readout_format=".2f", **live)  # fmt: skip
         self.top_k = widgets.IntSlider(value=0, min=0, max=V, description="top-k (0: off)", **live)
         self.top_p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **live)
+        finite_only(self.temperature, self.top_p)  # before the redraw observers: a NaN never reaches them
         self.sample = widgets.Button(description="sample next", icon="plus")
         self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
@@ -101,10 +105,10 @@ class NextTokenExplorer(Explorer):
         ids = self._ids()
         if ids is None:
             return
-        ids = torch.tensor([ids])  # (1, T)
+        ids = torch.tensor([ids], device=self.model.tok_emb.weight.device)  # (1, T), on the model's device
         logits, _ = self.model(ids)  # (1, T) -> (1, T, V)
-        self.logits = logits[0, -1]  # (1, T, V) -> (V,)
-        w = self.model.attention_weights(ids)[:, 0, :, -1, :]  # (L, 1, H, T, T) -> (L, H, T)
+        self.logits = logits[0, -1].cpu()  # (1, T, V) -> (V,)
+        w = self.model.attention_weights(ids)[:, 0, :, -1, :].cpu()  # (L, 1, H, T, T) -> (L, H, T)
         self.context = [self.tokenizer.chars[i] for i in ids[0, -self.window :].tolist()]
         self.attention = w.flatten(0, 1)[:, -self.window :]  # (L, H, T) -> (L*H, W)
 
@@ -151,14 +155,14 @@ class NextTokenExplorer(Explorer):
             bar.set_height(p)
         for bar, p in zip(self.bars, self.probs[order].tolist(), strict=True):
             bar.set_height(p)
-        self.ax_bar.set_xticks(range(self.n_bars), [show_char(self.tokenizer.chars[i]) for i in order])
+        self.ax_bar.set_xticks(range(self.n_bars), [plain_text(show_char(self.tokenizer.chars[i])) for i in order])
         kept = int((self.probs > 0).sum())
         self.ax_bar.set_title(f"next character · {kept} of {len(raw)} can be sampled", fontsize=10)
         W = self.attention.shape[1]  # a short prompt has fewer than `window` characters: no empty columns
         self.heat.set_data(self.attention.numpy())  # (L*H, W)
         self.heat.set_extent((-0.5, W - 0.5, self.attention.shape[0] - 0.5, -0.5))
         self.ax_att.set_xlim(-0.5, W - 0.5)
-        self.ax_att.set_xticks(range(W), [show_char(c) for c in self.context], fontsize=8)
+        self.ax_att.set_xticks(range(W), [plain_text(show_char(c)) for c in self.context], fontsize=8)
         self.figure.canvas.draw()
         self.panels.show()
         self.last_update_s = time.perf_counter() - start
@@ -177,7 +181,7 @@ def next_token_explorer(model=None, tokenizer=None, prompt: str = "def ", *, n_b
             so the cell needs nothing from the cells above.
         prompt: the starting text (characters outside the vocabulary are skipped and named).
         n_bars: how many of the most likely characters get a bar.
-        window: how many of the last prompt characters the attention panel shows.
+        window: how many of the last prompt characters the attention panel shows (at most block_size).
         seed: seeds the sampling button's generator, so a session's samples are repeatable.
         width, height: the plot's size in pixels.
     """
@@ -188,6 +192,6 @@ def next_token_explorer(model=None, tokenizer=None, prompt: str = "def ", *, n_b
     check_int("window", window, minimum=1)
     if not 0 <= check_int("seed", seed) < 2**32:
         raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-    check_int("width", width, minimum=300)
-    check_int("height", height, minimum=150)
-    return NextTokenExplorer(model, tokenizer, prompt, min(n_bars, tokenizer.vocab_size), window, seed, width, height)
+    check_pixels(width, height, 300, 150)
+    return NextTokenExplorer(model, tokenizer, prompt, min(n_bars, tokenizer.vocab_size),
+                             min(window, model.config.block_size), seed, width, height)

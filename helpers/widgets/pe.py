@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 
 from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, Panels, stale_notice, with_fonts
+from helpers.widgets.base import Explorer, Panels, finite_only, stale_notice, with_fonts
 from helpers.widgets.throttle import Throttle
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
@@ -119,6 +119,7 @@ class PEExplorer(Explorer):
         self._busy = False
         self.last_update_s = 0.0
         self.update()
+        finite_only(self.controls["base"])  # first: a NaN base from code never reaches _on_change
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
