@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -43,6 +44,10 @@ def register() -> None:
         raise FileNotFoundError(f"the course's CJK font is missing: {FONT_PATH} (run tools/make_cjk_font.py)")
     if FAMILY not in {f.name for f in font_manager.fontManager.ttflist}:
         font_manager.fontManager.addfont(str(FONT_PATH))
+        # The subset has one weight. A bold title (architecture diagrams) would make matplotlib warn
+        # "Failed to find font weight bold" on stderr; the same glyphs stand in for bold, unbolded.
+        regular = next(f for f in font_manager.fontManager.ttflist if f.name == FAMILY)
+        font_manager.fontManager.ttflist.append(dataclasses.replace(regular, weight=700))
     # Named families, not "sans-serif": matplotlib falls back glyph by glyph only along the
     # font.family list itself (a generic name resolves to a single font).
     matplotlib.rcParams["font.family"] = [LATIN, FAMILY]
