@@ -19,11 +19,12 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 # JupyterLab on localhost only, with its token (printed in the log and opened for you).
+# tools/jupyter_lab_config.py: opening a notebook changes nothing, a saved one reopens cleanly.
 # Root (containers) needs --allow-root; LAB_ARGS passes anything else, e.g. --no-browser.
 LAB_ARGS ?=
 lab: install
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	$(BIN)/jupyter lab --config=tools/jupyter_lab_config.py --notebook-dir=notebooks \
+		--ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: install lint unit nbval freshness
 

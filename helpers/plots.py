@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import re
 from collections.abc import Sequence
 
 import matplotlib
@@ -22,7 +23,16 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.cjk import register as _register_cjk_font
 from helpers.validate import check_int
+
+_register_cjk_font()  # Chinese draws with the course's font on every machine (helpers/cjk.py)
+
+
+def plain_text(text: str) -> str:
+    """``text`` with each unescaped ``$`` escaped, so matplotlib draws it instead of reading TeX:
+    a token such as ``$x^$`` would otherwise crash the draw. Idempotent."""
+    return re.sub(r"(?<!\\)\$", r"\\$", str(text))
 
 
 def _as_2d_array(data, name: str) -> np.ndarray:
@@ -109,9 +119,9 @@ def heatmap(
         fig = ax.figure
     im = ax.imshow(arr, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if xticklabels is not None:
-        ax.set_xticks(range(arr.shape[1]), labels=list(xticklabels), rotation=90 if len(xticklabels) > 8 else 0)
+        ax.set_xticks(range(arr.shape[1]), labels=[plain_text(s) for s in xticklabels], rotation=90 if len(xticklabels) > 8 else 0)
     if yticklabels is not None:
-        ax.set_yticks(range(arr.shape[0]), labels=list(yticklabels))
+        ax.set_yticks(range(arr.shape[0]), labels=[plain_text(s) for s in yticklabels])
     if annotate:
         for (r, c), v in np.ndenumerate(arr):
             ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color=text_colour(im, v))

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from helpers import untrusted
 from helpers.fileio import atomic_write, check_path
 from helpers.validate import check_sequence
 
@@ -80,10 +81,7 @@ def load_json(path, kind: str, keys: Sequence[str]) -> dict:
     values (see `from_file`) before building the tokenizer.
     """
     path = check_path("path", path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"{path} is not a tokenizer file (not valid UTF-8 JSON: {e})") from None
+    data = untrusted.load_json(path, "tokenizer file")  # bounded, strict JSON; errors name the file
     if not isinstance(data, dict) or data.get("type") != kind or data.get("version") != 1:
         got = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path} does not hold a version-1 {kind!r} tokenizer (type: {got!r})")
