@@ -249,11 +249,19 @@ CONTROLS = [
 NOTEBOOK_FILES = sorted(p.name for p in Path(NOTEBOOKS).glob("*.ipynb"))
 
 
-def _check_clean(page, name: str) -> None:
+RUN_ABOVE = "run the cells of section"  # 07's reversal explorer after a restart: its model is trained above
+
+
+def _check_clean(page, name: str, expected_errors: int = 0) -> None:
+    """No error, warning, widget failure or broken image on the page; ``expected_errors`` errors are
+    allowed only if each is our own "run the cells of section ... first" message."""
     stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    assert stderr.count() == 0, f"{name}: a cell shows an error or a warning: {stderr.first.inner_text()[:500]}"
+    shown = [stderr.nth(k).inner_text() for k in range(stderr.count())]
+    unexpected = [t for t in shown if RUN_ABOVE not in t]
+    assert len(shown) == expected_errors and not unexpected, (
+        f"{name}: a cell shows an error or a warning: {(unexpected or shown or [''])[0][:500]}")
     text = page.locator(".jp-Notebook").inner_text()
-    for bad in ("Error displaying widget", "Loading widget...", "Traceback (most recent call last)"):
+    for bad in ("Error displaying widget", "Loading widget...") + (() if expected_errors else ("Traceback (most recent call last)",)):
         assert bad not in text, f"{name}: the page shows {bad!r}"
     broken = page.evaluate(
         "() => Array.from(document.querySelectorAll('.jp-Notebook img'))"
@@ -382,6 +390,7 @@ def _restart_then_run_explorers_alone(page, name: str) -> None:
     stale = page.locator(".course-stale:visible").count()
     assert stale == len(cells), f"{name}: {stale} of {len(cells)} explorers say their kernel is gone after a restart"
     count = "(i) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).executionCount"
+    trained_here: list[int] = []
     for i in cells:
         page.evaluate(f"() => {{ const nb = window.jupyterapp.shell.currentWidget; nb.content.activeCellIndex = {i};"
                       " window.jupyterapp.commands.execute('notebook:run-cell'); }")  # fmt: skip
@@ -391,11 +400,15 @@ def _restart_then_run_explorers_alone(page, name: str) -> None:
         out = page.evaluate(
             f"() => window.jupyterapp.shell.currentWidget.content.model.cells.get({i}).outputs.toJSON()")
         errors = [o for o in out if o.get("output_type") == "error"]
+        if errors and errors[0]["ename"] == "RuntimeError" and RUN_ABOVE in errors[0]["evalue"]:
+            trained_here.append(i)  # a model trained in the notebook (07's reversal): it says what to run first
+            continue
         assert not errors, f"{name}: explorer cell {i} run alone after a restart: {errors[0]['ename']}: {errors[0]['evalue']}"
         assert any(WIDGET_MIME in o.get("data", {}) for o in out), f"{name}: explorer cell {i} shows no explorer"
     page.wait_for_timeout(1000)
-    assert page.locator(".course-stale:visible").count() == 0, f"{name}: an explorer still says it is stale"
-    _check_clean(page, f"{name} (explorer cells run alone after a restart)")
+    still = page.locator(".course-stale:visible").count()
+    assert still == len(trained_here), f"{name}: {still} explorers still say they are stale"
+    _check_clean(page, f"{name} (explorer cells run alone after a restart)", expected_errors=len(trained_here))
 
 
 def _save(page) -> None:
