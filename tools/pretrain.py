@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VAL_FRACTION, CHUNKS = 0.1, 10
 # The Song ci model: a longer block, so a whole ci (up to about 80 characters for the
 # tunes of notebook 08) and its tune name fit in the context.
-ZH_DEFAULTS = {"steps": 6000, "batch": 8, "block": 128, "d_model": 128, "layers": 4, "heads": 4, "lr": 2e-3}
+ZH_DEFAULTS = {"steps": 2500, "batch": 8, "block": 128, "d_model": 128, "layers": 4, "heads": 4, "lr": 2e-3}
 
 
 def final_loss(model, data: dict, block: int, batch: int, iters: int) -> dict[str, float]:
