@@ -7,7 +7,7 @@ PORT   ?= 8888
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout=900
 
 .PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean \
-	test-portable portable-default portable-avx2
+	test-portable portable-default portable-avx2 seed-shift
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (the pinned numpy 2.4 and matplotlib 3.11 need it)")'
@@ -51,6 +51,12 @@ portable-default: install
 portable-avx2: install
 	ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
 		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
+
+# Any-seed check: every notebook re-run with every seed shifted by 1 and by 2 (SHIFTS=3 for
+# another), asserts and errors only. Another machine is, for a training run, another seed.
+SHIFTS ?= 1 2
+seed-shift: install
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python tools/seed_shift.py $(foreach k,$(SHIFTS),--shift $(k)) $(NB)
 
 freshness: install
 	$(BIN)/python tools/check_notebooks.py notebooks

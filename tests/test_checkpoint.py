@@ -122,7 +122,8 @@ def test_pickled_code_is_refused_without_running(tmp_path, container):
         load_checkpoint(path, small())
     assert "nothing in it was run" in str(err.value)
     if container != "pickle protocol 5":  # protocol 5 is refused at its first opcode, before any global
-        assert "pickled code or objects (Unsupported global: GLOBAL io.open)" in str(err.value)
+        # Our own words only: Python 3.11 pickles `open` as io.open, 3.13 as _io.open.
+        assert "it carries pickled code or objects" in str(err.value)
     assert not marker.exists()
 
 

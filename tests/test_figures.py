@@ -3,14 +3,18 @@
 Figures drawn from fixed data or seeded untrained models must match byte-for-byte
 (figure_to_png writes no timestamp; matplotlib is pinned; one CPU thread).
 
-The two notebook-07 figures come from 300 and 600 training steps. Here they reproduce
-byte-for-byte too, but float sums may round differently on another CPU (other SIMD
-kernels), and training amplifies that: with 2 threads instead of 1, the cross-attention
-heatmap's cells moved by up to 0.10 of full colour scale (26/255, mean 0.003) and the loss
-curves by 1/255 in 60 pixels. So they are compared as decoded pixels with a stated
-tolerance: every channel of every pixel within 0.25 of full scale, and a mean absolute
-difference of at most 0.01. A one-character change in a title, or a 10 x 10 block of
-changed pixels, breaks it (tested below).
+The two notebook-07 figures come from 300 and 600 training steps. Training ends slightly
+elsewhere on another CPU (AVX-512 kernels, another BLAS, another thread count: in effect
+another seed), so no test compares their bits or pixels: an AVX-512 machine drew 195 pixels
+of the cross-attention heatmap off by more than a quarter of full scale. They are checked for
+what they show instead, with margins measured over seeds 0-3 (every seed shifted, as
+`tools/seed_shift.py` does):
+- cross_attention: the best head puts >= 0.5 of its weight on the anti-diagonal on average
+  (measured 0.76-0.80; uniform is 0.125) and its arg-max lies there for >= 6 of 8 output
+  digits (measured 7-8); four panels, digit tick labels, a title.
+- training_curves: the final validation loss lies >= 0.3 nats below the bigram baseline
+  (measured 0.59-0.67 below) and >= 1 nat below where it started.
+The committed PNGs must still be this builder's: same size in pixels as a fresh build.
 """
 
 from __future__ import annotations
@@ -30,18 +34,18 @@ sys.path.insert(0, str(ROOT / "tools"))
 import make_figures  # noqa: E402
 
 FIGURES = ROOT / "figures"
-TRAINED = {"cross_attention", "training_curves"}  # compared with a pixel tolerance (see above)
+TRAINED = {"cross_attention", "training_curves"}  # checked for what they show (see above)
 MAX_CHANNEL_DIFF, MAX_MEAN_DIFF = 0.25, 0.01
-_cache: dict[str, tuple[bytes, list[str]]] = {}
+_cache: dict[str, tuple[bytes, list[str], object]] = {}
 
 
-def rendered(name: str) -> tuple[bytes, list[str]]:
-    """(PNG bytes, warning messages) of one figure, built once per test session (training is slow)."""
+def rendered(name: str) -> tuple[bytes, list[str], object]:
+    """(PNG bytes, warning messages, Figure) of one figure, built once per test session (training is slow)."""
     if name not in _cache:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            png = make_figures.render(name)
-        _cache[name] = png, [str(w.message) for w in caught]
+            png, fig = make_figures.render_figure(name)
+        _cache[name] = png, [str(w.message) for w in caught], fig
     return _cache[name]
 
 
@@ -69,22 +73,72 @@ def test_every_committed_figure_is_built_and_every_built_one_committed():
     assert committed() == {f"{name}.png" for name in make_figures.REGISTRY}
 
 
-@pytest.mark.parametrize("name", sorted(make_figures.REGISTRY))
+@pytest.mark.parametrize("name", sorted(set(make_figures.REGISTRY) - TRAINED))
 def test_figure_is_reproduced(name):
-    png, caught = rendered(name)
+    png, caught, _ = rendered(name)
     reference = (FIGURES / f"{name}.png").read_bytes()
     assert not caught, f"{name}: warnings while drawing: {caught}"  # e.g. "Glyph ... missing from font"
     assert len(png) < 200_000
-    if name in TRAINED:
-        problem = pixel_mismatch(png, reference)
-        assert problem is None, f"{name}.png: {problem}; run `make figures` if the change is intended"
-    else:
-        same_pixels = pixel_mismatch(png, reference) is None and np.array_equal(pixels(png), pixels(reference))
-        assert png == reference, (
-            f"{name}.png differs from a fresh build ("
-            + ("same pixels: another PNG encoder, check the Pillow version" if same_pixels
-               else "the drawing changed; run `make figures` if that is intended") + ")"
-        )
+    same_pixels = pixel_mismatch(png, reference) is None and np.array_equal(pixels(png), pixels(reference))
+    assert png == reference, (
+        f"{name}.png differs from a fresh build ("
+        + ("same pixels: another PNG encoder, check the Pillow version" if same_pixels
+           else "the drawing changed; run `make figures` if that is intended") + ")"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED))
+def test_trained_figure_has_the_committed_size(name):
+    png, caught, _ = rendered(name)
+    assert not caught, f"{name}: warnings while drawing: {caught}"
+    assert len(png) < 200_000
+    fresh, stored = pixels(png).shape, pixels((FIGURES / f"{name}.png").read_bytes()).shape
+    assert fresh == stored, f"{name}.png is {stored[1]}x{stored[0]}, a fresh build {fresh[1]}x{fresh[0]}: run `make figures`"
+
+
+def anti_diagonal_verdict(fig) -> tuple[float, int]:
+    """(mean weight on the anti-diagonal, rows whose arg-max is on it) of the panel titled '(best)'."""
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 4, f"expected one panel per head (4), got {len(panels)}"
+    best = [ax for ax in panels if ax.get_title().endswith("(best)")]
+    assert len(best) == 1, [ax.get_title() for ax in panels]
+    weights = np.asarray(best[0].images[0].get_array())  # (n + 1, n): n digits, then <EOS>
+    n = weights.shape[1]
+    assert weights.shape == (n + 1, n)
+    anti = np.arange(n - 1, -1, -1)
+    return float(weights[np.arange(n), anti].mean()), int((weights[:n].argmax(axis=1) == anti).sum())
+
+
+def test_cross_attention_figure_shows_the_anti_diagonal():
+    _, _, fig = rendered("cross_attention")
+    mass, hits = anti_diagonal_verdict(fig)
+    assert mass >= 0.5 and hits >= 6, f"best head: {mass:.2f} of its weight on the anti-diagonal, {hits}/8 arg-max hits"
+    ax = next(ax for ax in fig.axes if ax.images)
+    assert [t.get_text() for t in ax.get_xticklabels()] and all(
+        t.get_text().isdigit() for t in ax.get_xticklabels())  # fmt: skip
+    assert fig._suptitle is not None and "cross-attention" in fig._suptitle.get_text()
+
+
+def test_the_anti_diagonal_check_fails_on_a_head_that_does_not_reverse():
+    _, _, fig = rendered("cross_attention")
+    ax = next(ax for ax in fig.axes if ax.get_title().endswith("(best)"))
+    image = ax.images[0]
+    original = np.asarray(image.get_array()).copy()
+    try:
+        image.set_data(np.eye(*original.shape))  # copies digit i to output i: the diagonal, not the anti-diagonal
+        mass, hits = anti_diagonal_verdict(fig)
+        assert mass < 0.5 and hits < 6
+    finally:
+        image.set_data(original)
+
+
+def test_training_curves_figure_shows_learning_below_the_bigram():
+    _, _, fig = rendered("training_curves")
+    lines = {line.get_label(): np.asarray(line.get_ydata(), dtype=float) for line in fig.axes[0].lines}
+    val, bigram = lines["val (estimate)"], lines["bigram baseline (val)"]
+    assert val[-1] <= bigram[-1] - 0.3, f"final val {val[-1]:.2f} vs bigram {bigram[-1]:.2f}"
+    assert val[-1] <= val[0] - 1.0, f"val went from {val[0]:.2f} to only {val[-1]:.2f}"
+    assert fig.axes[0].get_xlabel() and fig.axes[0].get_ylabel()
 
 
 def test_thumbnail_sizes():
@@ -103,7 +157,7 @@ def test_a_changed_drawing_is_detected():
 
 
 def test_the_tolerance_passes_rounding_noise_and_catches_a_small_block():
-    reference = (FIGURES / "training_curves.png").read_bytes()
+    reference = (FIGURES / "pe_heatmap.png").read_bytes()
     img = pixels(reference)
     rng = np.random.default_rng(0)
     noisy = np.clip(img + rng.choice([-1, 0, 1], size=img.shape) / 255, 0, 1)

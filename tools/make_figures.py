@@ -3,7 +3,8 @@
 Each builder returns a matplotlib Figure; the CLI renders it with `figure_to_png` (no
 timestamp or version in the PNG) after `set_seed(0)` on one CPU thread, so a second run
 gives the same bytes. The 07 builders retrain notebook 07's CPU-scale models exactly
-(same seeds, same settings), which takes most of the time.
+(same seeds, same settings), which takes most of the time. What those two figures show holds
+for any seed; their bits hold only on this machine (tests/test_figures.py says how each is checked).
 
 Usage:
     python tools/make_figures.py                 # every figure into figures/
@@ -296,18 +297,24 @@ def training_curves() -> Figure:
                        title="Character-level GPT on pydoc")  # fmt: skip
 
 
-def render(name: str) -> bytes:
-    """The PNG bytes of one figure, built from a fixed seed on one CPU thread."""
+def render_figure(name: str) -> tuple[bytes, Figure]:
+    """The PNG bytes of one figure and the Figure itself, built from a fixed seed on one CPU thread."""
     if name not in REGISTRY:
         raise ValueError(f"unknown figure {name!r}; known: {', '.join(sorted(REGISTRY))}")
     set_seed(0)
     # The default style (not the user's matplotlibrc) and pinyin tick labels even where a CJK font
     # is installed: the committed bytes must not depend on the machine that ran `make figures`.
     with matplotlib.style.context("default"), mock.patch("helpers.attention_plots.cjk_font", lambda: None):
-        png = figure_to_png(REGISTRY[name](), dpi=DPIS[name])
+        fig = REGISTRY[name]()
+        png = figure_to_png(fig, dpi=DPIS[name])
     if len(png) > MAX_BYTES:
         raise ValueError(f"{name}.png is {len(png):,} bytes, over the {MAX_BYTES:,} limit")
-    return png
+    return png, fig
+
+
+def render(name: str) -> bytes:
+    """The PNG bytes of one figure, built from a fixed seed on one CPU thread."""
+    return render_figure(name)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
