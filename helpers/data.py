@@ -5,7 +5,7 @@
   topics joined in sorted key order with ``"\\n"``, 465,048 characters; PSF licence, see
   ``data/README.md``). The file is checked against its sha256 when loaded, so every Python
   version and OS trains on the same text (the live module differs between versions).
-- `load_corpus("songci")`: the Song ci (宋词) of the ``chinese-poetry`` collection, 21,051 ci,
+- `load_corpus("songci")`: the Song ci (宋词) of the ``chinese-poetry`` collection, 21,050 ci,
   2,059,792 characters (notebook 08, ``load_pretrained("char_gpt_zh")``), shipped
   bz2-compressed in ``data/songci.txt.bz2`` (MIT licence, see ``data/README.md``); the sha256
   is checked on the decompressed UTF-8 text.

@@ -37,8 +37,8 @@ import torch
 from helpers.data import get_batch, load_corpus, split_documents, train_val_split
 from helpers.device import set_seed
 from helpers.models import GPT, GPTConfig
-from helpers.pretrained import read_pretrained, save_pretrained
 from helpers.ngram import BigramModel
+from helpers.pretrained import read_pretrained, save_pretrained
 from helpers.tokenizers import CharTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
 
