@@ -11,6 +11,8 @@ marks (，。、？！；： and line ends), so ``"一曲新词酒一杯，去�
 - `generated_body(text)`: the poem a model wrote after a tune prompt (up to the blank line
   that ends a ci, without the author line), or None if it never finished.
 - `form_share(samples, pattern)`: the share of samples whose body follows the pattern.
+- `matched_lines(text, pattern)`: how many lines, from the first, have the pattern's lengths
+  (a graded measure: a model that gets the first four lines right scores 4, not 0).
 
 Example:
     >>> line_lengths("一曲新词酒一杯，去年天气旧亭台。\\n夕阳西下几时回。")
@@ -117,10 +119,39 @@ def generated_body(text: str) -> str | None:
 
 def follows(text: str, pattern: Sequence[int]) -> bool:
     """Whether the poem in model output ``text`` (see `generated_body`) has exactly ``pattern``."""
-    if isinstance(pattern, str) or not all(isinstance(n, int) and not isinstance(n, bool) for n in pattern):
-        raise TypeError("pattern must be a sequence of ints (characters per line)")
+    _check_pattern(pattern)
     body = generated_body(text)
     return body is not None and line_lengths(body) == tuple(pattern)
+
+
+def matched_lines(text: str, pattern: Sequence[int]) -> int:
+    """Number of leading lines of the poem in model output ``text`` whose lengths match ``pattern``.
+
+    The author line is dropped and the text is cut at the blank line that ends a ci, if any (an
+    unfinished ci still scores its correct first lines). A line counts only when the
+    punctuation after it was written: a last, unfinished line does not.
+    """
+    _check_pattern(pattern)
+    _check_str("text", text)
+    end = text.find(DOCUMENT_SEPARATOR)
+    finished = end >= 0
+    lines = (text[:end] if finished else text).split("\n", 1)
+    if len(lines) < 2:
+        return 0
+    body = lines[1]
+    pieces = _SPLIT.split(body)
+    if not finished and pieces:  # the piece after the last mark is still being written
+        pieces = pieces[:-1]
+    got = [len(p) for p in pieces if p]
+    n = 0
+    while n < min(len(got), len(pattern)) and got[n] == pattern[n]:
+        n += 1
+    return n
+
+
+def _check_pattern(pattern) -> None:
+    if isinstance(pattern, str) or not all(isinstance(n, int) and not isinstance(n, bool) for n in pattern):
+        raise TypeError("pattern must be a sequence of ints (characters per line)")
 
 
 def form_share(samples: Sequence[str], pattern: Sequence[int]) -> float:

@@ -84,3 +84,16 @@ def test_tune_prompt_is_how_a_ci_starts_in_the_corpus():
         tune_prompt("")
     with pytest.raises(ValueError, match="tune must be a non-empty name"):
         tune_prompt("浣溪\n沙")
+
+
+def test_matched_lines_counts_the_right_lines_from_the_first():
+    from helpers.ci_form import matched_lines
+
+    pat = (3, 3, 3)
+    assert matched_lines("某\n一二三，四五六。\n七八九。\n\n", pat) == 3
+    assert matched_lines("某\n一二三，四五。\n七八九。\n\n", pat) == 1          # the second line is short
+    assert matched_lines("某\n一二三，四五六。\n七八", pat) == 2                # unfinished: the last piece does not count
+    assert matched_lines("某\n一二三，四五六。\n七八九。\n一。\n\n", pat) == 3   # extra lines do not matter here
+    assert matched_lines("某", pat) == 0 and matched_lines("", pat) == 0
+    with pytest.raises(TypeError, match="pattern"):
+        matched_lines("某\n一。", "3")
