@@ -11,6 +11,8 @@ marks (，。、？！；： and line ends), so ``"一曲新词酒一杯，去�
 - `generated_body(text)`: the poem a model wrote after a tune prompt (up to the blank line
   that ends a ci, without the author line), or None if it never finished.
 - `form_share(samples, pattern)`: the share of samples whose body follows the pattern.
+- `length_distribution(bodies)` and `total_variation(p, q)`: how often each line length occurs,
+  and how far two such distributions are apart (0 = the same, 1 = no overlap).
 - `matched_lines(text, pattern)`: how many lines, from the first, have the pattern's lengths
   (a graded measure: a model that gets the first four lines right scores 4, not 0).
 
@@ -168,3 +170,21 @@ def tune_prompt(tune: str) -> str:
     if not _check_str("tune", tune) or "\n" in tune:
         raise ValueError(f"tune must be a non-empty name on one line, got {tune!r}")
     return DOCUMENT_SEPARATOR + tune + "\n"
+
+
+def length_distribution(bodies: Sequence[str]) -> dict[int, float]:
+    """Share of lines of each length over all ``bodies`` (ci bodies; see `line_lengths`)."""
+    if isinstance(bodies, str):
+        raise TypeError("bodies must be a list of str, not one str")
+    counts = Counter(n for body in bodies for n in line_lengths(body))
+    total = sum(counts.values())
+    if total == 0:
+        raise ValueError("bodies hold no line at all")
+    return {n: c / total for n, c in sorted(counts.items())}
+
+
+def total_variation(p: dict, q: dict) -> float:
+    """Total variation distance between two distributions given as {value: probability}: half the L1 distance."""
+    if not isinstance(p, dict) or not isinstance(q, dict):
+        raise TypeError("p and q must be dicts {value: probability}")
+    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))

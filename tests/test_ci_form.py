@@ -97,3 +97,19 @@ def test_matched_lines_counts_the_right_lines_from_the_first():
     assert matched_lines("某", pat) == 0 and matched_lines("", pat) == 0
     with pytest.raises(TypeError, match="pattern"):
         matched_lines("某\n一。", "3")
+
+
+def test_length_distribution_and_total_variation():
+    from helpers.ci_form import length_distribution, total_variation
+
+    p = length_distribution(["一二三，四五六。", "一二。\n三四五。"])
+    assert p == {2: 0.25, 3: 0.75}
+    assert total_variation(p, p) == 0.0
+    assert total_variation({1: 1.0}, {2: 1.0}) == 1.0
+    assert total_variation(p, {3: 1.0}) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="no line"):
+        length_distribution(["。"])
+    with pytest.raises(TypeError, match="bodies"):
+        length_distribution("一二三。")
+    with pytest.raises(TypeError, match="p and q"):
+        total_variation([0.5], {1: 1.0})
