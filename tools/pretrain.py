@@ -22,7 +22,11 @@ each tenth of the corpus validates (the corpus's own last 10 % is easier than th
 training text); the vocabulary is every character of the corpus (V = 6,099), so validation
 text always encodes. Its defaults (below, ``ZH_DEFAULTS``) and its record (val loss, CPU
 seconds, the bigram and unigram baselines on the same split) are in the file's meta and in
-notebook 08.
+notebook 08. The shipped run (2,500 steps of 8x128): val 4.751 nats/char on 50 fixed batches
+(interpolated bigram 5.072, add-one unigram 6.327, ln V 8.716), 349 s of CPU time on one thread
+(1,707 s of wall time on a shared, heavily loaded 2-core machine); 3.3 MB. It does not yet write
+the tunes' line-length patterns (notebook 08, section 6); at about 0.14 s of CPU per step, the
+20-minute budget would allow about 8,000 steps, not tried.
 """
 
 from __future__ import annotations
