@@ -35,7 +35,7 @@ FORMAT = "helpers-pretrained/1"
 PRETRAINED = {
     "char_gpt": ("char_gpt.pt", "cef42fd36ea1c81ae54e75100c2349230df7a1f6e74b7c16c47ee6b8e7ae11b2"),
     # Song ci (notebook 08): `make pretrain-zh`; trained on load_corpus("songci") split by whole ci.
-    "char_gpt_zh": ("char_gpt_zh.pt", "aa11766dad70d95c0f0045fb4203dc865dd12913f7e908469a0a6f8c955fd264"),
+    "char_gpt_zh": ("char_gpt_zh.pt", "3edc2a8a4f954a8524637304cb9b52bdcf162f1cc3fca4ff0209a0e5c9654e81"),
 }
 
 
