@@ -7,6 +7,7 @@ from helpers.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from helpers.bpe import BPETokenizer
 from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
 from helpers.data import get_batch, load_corpus, split_documents, train_val_split
@@ -14,7 +15,7 @@ from helpers.device import get_device, set_seed
 from helpers.exercises import attempt, rejects, verify
 from helpers.gpt2 import load_gpt2
 from helpers.gpt2_tokenizer import GPT2Tokenizer
-from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
+from helpers.layers import DecoderLayer, EncoderLayer, FeedForward
 from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
 from helpers.positional import (
     LearnedPositionalEmbedding,
@@ -22,7 +23,8 @@ from helpers.positional import (
     sinusoidal_table,
 )
 from helpers.pretrained import load_pretrained
-from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+from helpers.stacks import Decoder, Encoder
+from helpers.tokenizers import CharTokenizer, WordTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
 
 __all__ = [

@@ -1,9 +1,9 @@
 """Drawing attention weights: per-head heatmaps, one query's weights as bars, token labels.
 
 Tokens are often Chinese ("我 爱 你"). Matplotlib's default font (DejaVu Sans) has no CJK
-glyphs: drawing them prints a "Glyph ... missing" warning and shows empty boxes. So tick
-labels use an installed CJK font when there is one, and otherwise fall back to pinyin
-(or ``U+XXXX`` for characters not in the small table), which DejaVu Sans can draw.
+glyphs, so the course ships one (`helpers.cjk`, registered by `helpers.plots`): tick labels
+draw the tokens themselves on every machine, and a token with a character no course font
+has is refused with a ValueError that names it, rather than drawn as an empty box.
 
 Shapes: H heads, T_q / T_k query / key lengths.
     attention_heads_figure(weights (H, T_q, T_k), tokens)  -> Figure with H heatmaps
@@ -16,55 +16,34 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import torch
 from matplotlib.figure import Figure
-from matplotlib.font_manager import fontManager
 
-from helpers.plots import check_plot_args, heatmap
-
-# Checked in this order; the first one installed is used for CJK tick labels.
-CJK_FONTS = (
-    "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-    "Microsoft YaHei", "SimHei", "PingFang SC", "Heiti SC", "Arial Unicode MS",
-)  # fmt: skip
-# Pinyin for the characters of the course's example sentences (tone marks are in DejaVu Sans).
-PINYIN = {
-    "我": "wǒ", "你": "nǐ", "他": "tā", "她": "tā", "爱": "ài", "喜": "xǐ", "欢": "huan", "猫": "māo",
-    "狗": "gǒu", "吃": "chī", "鱼": "yú", "不": "bù", "是": "shì", "的": "de", "很": "hěn", "好": "hǎo",
-    "学": "xué", "习": "xí", "中": "zhōng", "文": "wén", "。": ".", "，": ",", "？": "?", "！": "!",
-}  # fmt: skip
+from helpers.cjk import FAMILY, LATIN, check_drawable
+from helpers.plots import check_plot_args, heatmap, plain_text
 
 
-@functools.lru_cache(maxsize=1)
-def cjk_font() -> str | None:
-    """The name of an installed font that draws Chinese, or None."""
-    installed = {f.name for f in fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
-
-
-def _needs_cjk(text: str) -> bool:
-    return any(ord(ch) >= 0x2E80 for ch in text)  # CJK radicals onwards: not in DejaVu Sans
+def cjk_font() -> str:
+    """The name of the course's CJK font (always registered: see `helpers.cjk`)."""
+    return FAMILY
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
-    """Labels that draw without missing glyphs: the tokens themselves, or their pinyin."""
+    """The tokens as tick labels (``$`` escaped, so matplotlib never reads them as TeX); ValueError
+    if a character has no glyph in the course's fonts."""
     check_plot_args(tokens=tokens)
-    if cjk_font() is not None:
-        return [str(t) for t in tokens]
-    return [
-        "".join(PINYIN.get(ch, f"U+{ord(ch):04X}" if _needs_cjk(ch) else ch) for ch in str(t)) for t in tokens
-    ]
+    labels = [str(t) for t in tokens]
+    check_drawable("tokens", labels)
+    return [plain_text(t) for t in labels]
 
 
 def style_token_ticks(ax) -> None:
-    """Use the CJK font (if any) for an Axes' tick labels, with DejaVu Sans for the rest."""
-    font = cjk_font()
-    if font is not None:
-        for label in (*ax.get_xticklabels(), *ax.get_yticklabels()):
-            label.set_fontfamily([font, "DejaVu Sans"])
+    """Tick labels in DejaVu Sans with the course's CJK font for Chinese (the default already;
+    kept so a notebook that sets another font family still draws its tokens)."""
+    for label in (*ax.get_xticklabels(), *ax.get_yticklabels()):
+        label.set_fontfamily([LATIN, FAMILY])
 
 
 def _as_tensor(name: str, value) -> torch.Tensor:

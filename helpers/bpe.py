@@ -190,20 +190,37 @@ class BPETokenizer:
             return raw.decode("utf-8", errors="replace")
 
     def save(self, path) -> None:
+        """Write the merges and the split pattern; a pattern `load` would not trust is refused here."""
+        if not _known_pattern(self.pattern):
+            raise ValueError("save refuses this tokenizer: its split pattern is not one of the known patterns "
+                             "(SPLIT_PATTERN, gpt2_pattern() or None), and load does not trust a regex from a file")
         save_json(path, "bpe", {"pattern": self.pattern, "merges": [list(m) for m in self.merges]})
 
     @classmethod
     def load(cls, path) -> BPETokenizer:
-        """Read a file written by `save`. Its ``pattern`` must be one of `KNOWN_PATTERNS` (a regex
+        """Read a file written by `save`. Its ``pattern`` must be a known one (`_known_pattern`: a regex
         from a file could hang ``encode``) and no token may exceed `MAX_FILE_TOKEN_BYTES`;
         anything else raises ValueError naming the file and the field."""
         data = load_json(path, "bpe", ["pattern", "merges"])
-        if not any(data["pattern"] == p and type(data["pattern"]) is type(p) for p in KNOWN_PATTERNS):
+        if not _known_pattern(data["pattern"]):
             raise ValueError(f"{path} is damaged or foreign: field 'pattern' is not one of the known split "
-                             "patterns (helpers.bpe.KNOWN_PATTERNS); a regex from a file is not trusted, as "
-                             "one with catastrophic backtracking would make encode hang")
+                             "patterns (SPLIT_PATTERN, gpt2_pattern() or None); a regex from a file is not "
+                             "trusted, as one with catastrophic backtracking would make encode hang")
         merges = from_file(path, "merges", lambda: _check_file_merges(data["merges"]))
         return from_file(path, "merges", lambda: cls(merges, pattern=data["pattern"]))
+
+
+def _known_pattern(pattern) -> bool:
+    """Whether `load` trusts ``pattern``: one of `KNOWN_PATTERNS`, or GPT-2's (`gpt2_pattern`, built
+    from this Python's Unicode tables, so a file saved under another Unicode version may differ)."""
+    if any(pattern == p and type(pattern) is type(p) for p in KNOWN_PATTERNS):
+        return True
+    if type(pattern) is not str or not pattern.startswith("'s|'t|'re|"):
+        return False
+    # imported here: gpt2_tokenizer imports this module
+    from helpers.gpt2_tokenizer import gpt2_pattern
+
+    return pattern == gpt2_pattern()
 
 
 def _check_file_merges(merges) -> list:

@@ -22,7 +22,6 @@ import io
 import numbers
 import pickle
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ import torch
 from torch import nn
 
 from helpers.fileio import atomic_write, check_path
+from helpers.untrusted import torch_load
 
 FORMAT = "helpers-checkpoint/1"
 _PLAIN = (bool, int, float, str, type(None), torch.Tensor)
@@ -104,9 +104,9 @@ def save_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
         raise ValueError(f"save_checkpoint refused to write {path}: the state cannot be pickled "
                          f"({type(e).__name__}: {e}); store plain data only") from None
     try:  # what load_checkpoint would refuse must not replace a good file
-        _read(io.BytesIO(buffer.getvalue()))
+        _read(io.BytesIO(buffer.getvalue()), "the new file")
     except ValueError as e:
-        reason = re.sub(r"^refused to load <[^>]*>: |<_io.BytesIO[^>]*>", "", str(e))
+        reason = re.sub(r"^refused to load the new file: ", "", str(e))
         raise ValueError(f"save_checkpoint refused to write {path}: load_checkpoint could not read it back "
                          f"({reason}); store plain data only") from None
     with atomic_write(path, "wb") as f:
@@ -114,35 +114,12 @@ def save_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     return path
 
 
-def _unpickler_reason(message: str) -> str:
-    """The useful line of torch's long weights_only error, e.g. 'Unsupported global: GLOBAL io.open'."""
-    m = re.search(r"Unsupported (global: GLOBAL [\w.]+|operand \d+)", message)
-    return m.group(0) if m else message.strip().splitlines()[0]
-
-
-def _read(path: Path) -> dict:
-    try:
-        with warnings.catch_warnings():
-            # A foreign pickle protocol only earns a warning before the file is refused or read.
-            warnings.simplefilter("ignore", UserWarning)
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        reason = _unpickler_reason(str(e))
-        if "global" in reason.lower():
-            raise ValueError(
-                f"refused to load {path}: it carries pickled code or objects ({reason}), which "
-                "weights_only=True does not allow; nothing in it was run"
-            ) from None
-        raise ValueError(
-            f"refused to load {path}: it is corrupt or not a torch.save file ({reason}); nothing in it was run"
-        ) from None
-    except Exception as e:  # torch raises RuntimeError, EOFError, IndexError... for damaged files
-        detail = (str(e).strip().splitlines() or [""])[0]
-        raise ValueError(
-            f"{path} is not a readable checkpoint (corrupt or truncated): {type(e).__name__}: {detail}"
-        ) from None
+def _read(path, label: str | None = None) -> dict:
+    """The payload of a checkpoint (a path, or a buffer named ``label``), read with weights_only=True."""
+    label = str(path) if label is None else label
+    payload = torch_load(path, label, "checkpoint (torch.save file)")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (no {FORMAT!r} marker)")
+        raise ValueError(f"{label} is not a checkpoint written by save_checkpoint (no {FORMAT!r} marker)")
     return payload
 
 

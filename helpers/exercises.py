@@ -36,6 +36,8 @@ import re
 from collections.abc import Callable
 from types import CodeType
 
+from helpers.tracebacks import install as install_tracebacks
+
 _NUMBER = re.compile(r"check_exercise_(\d+)$")
 
 
@@ -130,3 +132,6 @@ def rejects(check: Callable, *solutions) -> bool:
     except AssertionError:
         return True
     return False
+
+
+install_tracebacks()  # in IPython: a failed check shows the learner's line and the message, not our frames

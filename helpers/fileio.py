@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -35,6 +36,13 @@ def check_path(name: str, path) -> Path:
     return path
 
 
+def _start(name: str, max_bytes: int) -> str:
+    """The longest start of ``name`` whose file-system encoding fits in ``max_bytes``."""
+    while len(os.fsencode(name)) > max_bytes:
+        name = name[: len(name) * 3 // 4]
+    return name
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -46,6 +54,8 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, name: s
     """Open a temporary file next to ``path`` for writing; on success, replace ``path`` with it.
 
     Creates missing parent directories. ``mode`` is "wb" or "w" (text, then ``encoding``).
+    A file that is replaced keeps its permission bits (a private file stays private); a new
+    one gets those a plain ``open`` would give. Any legal file name works, up to NAME_MAX.
     Errors: TypeError/ValueError for a bad ``path``; OSError (naming ``path``) when the
     directory cannot be written; any exception raised inside the block propagates, and
     in every case no temporary file is left behind.
@@ -55,15 +65,22 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, name: s
     path = check_path(name, path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The temp name must be legal wherever the target's is: a 255-byte name plus the random part
+        # and ".tmp" would pass NAME_MAX, so only the start of the name goes into it.
+        fd, tmp = tempfile.mkstemp(prefix=f".{_start(path.name, 64)}.", suffix=".tmp", dir=path.parent)
     except (FileExistsError, NotADirectoryError):
         raise NotADirectoryError(f"cannot write {path}: a part of {path.parent} is a file, not a directory") from None
     except OSError as e:
         raise type(e)(e.errno, f"cannot write {path}: {e.strerror} (is the directory writable?)") from None
     try:
-        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        # mkstemp makes the file private (0600); give it the target's mode if it exists (a private
+        # file stays private), else the mode a plain open() would.
         os.close(fd)
-        os.chmod(tmp, 0o666 & ~_umask())
+        try:
+            bits = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            bits = 0o666 & ~_umask()
+        os.chmod(tmp, bits)
         with open(tmp, mode, encoding=encoding if "b" not in mode else None) as f:  # f.name: the temp path
             yield f
             f.flush()

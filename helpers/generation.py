@@ -39,7 +39,7 @@ class KVCache:
                  device=None, dtype=torch.float32):
         for name, v in (("n_layers", n_layers), ("batch", batch), ("n_heads", n_heads), ("max_len", max_len),
                         ("head_dim", head_dim)):
-            check_int(name, v, minimum=1)
+            check_int(name, v, minimum=0 if name == "batch" else 1)  # an empty batch is a valid batch
         shape = (n_layers, batch, n_heads, max_len, head_dim)  # (L, B, H, T_max, hs)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
@@ -49,8 +49,34 @@ class KVCache:
     def max_len(self) -> int:
         return self.k.shape[3]
 
+    def check_fits(self, n_layers: int, batch: int, n_heads: int, head_dim: int, dtype, device) -> None:
+        """ValueError unless this cache was made for this model and batch (`GPT.new_cache` makes one)."""
+        L, B, H, _, hs = self.k.shape
+        for what, have, want in (("layers", L, n_layers), ("batch rows", B, batch), ("heads", H, n_heads),
+                                 ("head size", hs, head_dim)):
+            if have != want:
+                raise ValueError(f"cache has {have} {what}, the model and input need {want}: "
+                                 "make a new one with model.new_cache(batch)")
+        if self.k.dtype != dtype or self.k.device != torch.device(device):
+            raise ValueError(f"cache holds {self.k.dtype} on {self.k.device}, the model computes {dtype} on {device}: "
+                             "make a new one with model.new_cache(batch)")
+
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store layer ``layer``'s new k, v (B, H, t, hs) after the cached ones; return all (B, H, P + t, hs)."""
+        """Store layer ``layer``'s new k, v (B, H, t, hs) after the cached ones; return all (B, H, P + t, hs).
+
+        k and v must have exactly the cache's B, H and hs (one row is never broadcast into four).
+        """
+        L, B, H, _, hs = self.k.shape
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < L:
+            raise ValueError(f"layer must be an int in [0, {L}), got {layer!r}")
+        for name, x in (("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor) or x.dim() != 4 or (x.shape[0], x.shape[1], x.shape[3]) != (B, H, hs):
+                got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+                raise ValueError(f"{name} must have shape (B={B}, H={H}, t, hs={hs}) to fit the cache, got {got}")
+            if x.dtype != self.k.dtype or x.device != self.k.device:
+                raise ValueError(f"{name} is {x.dtype} on {x.device}, the cache {self.k.dtype} on {self.k.device}")
+        if k.shape != v.shape:
+            raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
         P, t = self.length, k.shape[2]
         if P + t > self.max_len:
             raise ValueError(f"the cache holds at most {self.max_len} positions, got {P} + {t}")
@@ -94,6 +120,10 @@ def cached_attention(attn: MultiHeadAttention, x: torch.Tensor, cache: KVCache, 
     q = split_heads(attn.q_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
     k, v = cache.append(layer, split_heads(attn.k_proj(x), attn.n_heads), split_heads(attn.v_proj(x), attn.n_heads))
     P = k.shape[2] - t  # positions cached before this call
+    if key_mask is not None and (not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool
+                                 or tuple(key_mask.shape) != (B, P + t)):
+        got = f"{key_mask.dtype} {tuple(key_mask.shape)}" if isinstance(key_mask, torch.Tensor) else type(key_mask).__name__
+        raise ValueError(f"key_mask must be a bool tensor of shape (B={B}, P + t={P + t}), got {got}")
     if key_mask is None and (t == 1 or P == 0):  # one new query sees every key; or a plain causal prefill
         out = attend(q, k, v, is_causal=t > 1)  # (B, H, t, hs)
     else:
@@ -124,14 +154,33 @@ def check_sampling(temperature, top_k, top_p, vocab_size: int | None) -> None:
             raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
 
 
+def _check_logits(logits: torch.Tensor) -> None:
+    """-inf marks a token that cannot be drawn; NaN, +inf, or a row with nothing left make no distribution."""
+    for bad, what in ((torch.isnan(logits), "NaN"), (logits == float("inf"), "+inf")):
+        if bool(bad.any()):
+            where = tuple(int(i) for i in torch.nonzero(bad)[0])
+            raise ValueError(f"logits hold {what} (first at index {where}): no probability can be computed "
+                             "from it; check the model's weights and inputs")
+    dead = (logits == float("-inf")).all(-1)  # (...,)
+    if bool(dead.any()):
+        where = tuple(int(i) for i in torch.nonzero(dead)[0])
+        raise ValueError(f"every logit of row {where} is -inf: no token can be sampled (all of them masked)")
+
+
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None) -> torch.Tensor:
     """(..., V) float logits -> (..., V) logits to sample from: scaled, and -inf where removed.
 
     top-k keeps the k largest (ties with the k-th stay); top-p keeps the most likely tokens
-    until their probability reaches ``top_p`` (the first token always stays).
+    until their probability reaches ``top_p`` (the first token always stays). A logit of -inf
+    is a token that cannot be drawn; NaN, +inf, or a row that is all -inf raise ValueError
+    (softmax would turn them into NaN probabilities).
     """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1 or not logits.shape[-1]:
+        got = f"{logits.dtype} of shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise TypeError(f"logits must be a floating-point tensor (..., V) with V >= 1, got {got}")
     check_sampling(temperature, top_k, top_p, logits.shape[-1])
+    _check_logits(logits)
     logits = logits.float()
     shifted = logits - logits.amax(-1, keepdim=True)  # (..., V), max 0
     # 0 stays 0 even when τ rounds to 0 in float32 (0/0 would be NaN); the rest -> -inf at worst
@@ -150,5 +199,12 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Draw one token per row: logits (B, V) -> ids (B, 1)."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must have shape (B, V), got {got}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if logits.shape[0] == 0:  # an empty batch draws nothing (multinomial refuses 0 rows)
+        return torch.empty(0, 1, dtype=torch.long, device=logits.device)
     probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator)  # (B, V) -> (B, 1)

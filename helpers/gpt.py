@@ -178,6 +178,8 @@ class GPT(nn.Module):
         check_token_ids(check_tensor("idx", idx, ndim=2, floating=False), self.config.vocab_size, name="idx")
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
+        c, w = self.config, self.tok_emb.weight
+        cache.check_fits(c.n_layers, idx.shape[0], c.n_heads, c.d_model // c.n_heads, w.dtype, w.device)
         if not 1 <= cache.length + idx.shape[1] <= cache.max_len:
             raise ValueError(f"cache.length={cache.length} + T={idx.shape[1]} must be in [1, {cache.max_len}]")
         x = self._embed(idx, start=cache.length)  # (B, t) -> (B, t, C)
@@ -196,7 +198,8 @@ class GPT(nn.Module):
         Each step sees only the last ``block_size`` tokens, divides the logits by
         ``temperature``, keeps the ``top_k`` largest (``top_k=1`` is greedy) and then the
         ``top_p`` nucleus (`helpers.generation.filter_logits`). Dropout is off while
-        generating; the same ``generator`` state gives the same tokens.
+        generating; the same ``generator`` state gives the same tokens. An empty batch (B = 0)
+        gives (0, T + max_new_tokens). Logits that are NaN or +inf raise ValueError.
 
         ``use_cache`` (default) keeps every layer's keys and values, so each step runs one
         token through the model. Position embeddings are absolute: once the context is longer

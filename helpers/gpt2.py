@@ -36,8 +36,8 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,6 +45,7 @@ import torch
 
 from helpers.gpt import GPT, GPTConfig
 from helpers.safetensors_io import read_safetensors
+from helpers.untrusted import confined, load_json, read_text, torch_load
 
 GPT2_SMALL = {"vocab_size": 50257, "block_size": 1024, "d_model": 768, "n_heads": 12, "n_layers": 12}
 GPT2_SMALL_PARAMETERS = 124_439_808  # the count for GPT-2 small with its head tied to wte
@@ -52,6 +53,10 @@ HEAD_SIZE = 64  # every GPT-2 size (small ... xl) has 64-wide heads: n_heads = d
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers some checkpoints also store
 _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_SIZES = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_embd": "d_model", "n_head": "n_heads",
+          "n_layer": "n_layers"}  # config.json field -> ours
+CONFIG_LIMIT = 1 << 20  # bytes: GPT-2's config.json is under 1 kB
+_BLOCK_KEY = re.compile(r"h\.(\d{1,9})\.")  # ASCII digits only ("٣".isdigit() is True), and few of them
 
 
 def gpt2_config(**overrides) -> GPTConfig:
@@ -65,10 +70,10 @@ def config_from_hf(hf: Mapping) -> GPTConfig:
     """Our `GPTConfig` from a Hugging Face GPT-2 ``config.json`` (as a dict)."""
     if not isinstance(hf, Mapping):
         raise TypeError(f"hf must be a dict (a parsed config.json), got {type(hf).__name__}")
-    if hf.get("model_type", "gpt2") != "gpt2":
+    if hf.get("model_type", "gpt2") != "gpt2":  # (hf values are untrusted: compare, never call)
         raise ValueError(f"config model_type must be 'gpt2', got {hf.get('model_type')!r}")
     act = hf.get("activation_function", "gelu_new")
-    if act not in _ACTIVATIONS:
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise ValueError(f"config activation_function must be one of {sorted(_ACTIVATIONS)}, got {act!r}")
     if hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
         raise ValueError(f"config layer_norm_epsilon must be 1e-05 (ours), got {hf['layer_norm_epsilon']}")
@@ -77,12 +82,21 @@ def config_from_hf(hf: Mapping) -> GPTConfig:
             raise ValueError(f"config {flag}=True is not supported by our GPT")
     if not hf.get("scale_attn_weights", True):
         raise ValueError("config scale_attn_weights=False is not supported (we scale by 1/sqrt(head size))")
+    sizes = {}
+    for theirs, ours in (*_SIZES.items(), ("n_inner", "d_ff")):
+        if theirs not in hf and theirs != "n_inner":
+            raise ValueError(f"config lacks the GPT-2 field {theirs!r}")
+        v = hf.get(theirs)
+        if not (v is None and theirs == "n_inner") and (type(v) is not int or v < 1):
+            raise ValueError(f"config field {theirs!r} must be an integer >= 1, got {v!r}"[:200])
+        sizes[ours] = v
+    tie = hf.get("tie_word_embeddings", True)
+    if not isinstance(tie, bool):
+        raise ValueError(f"config field 'tie_word_embeddings' must be true or false, got {tie!r}"[:200])
     try:
-        return gpt2_config(vocab_size=hf["vocab_size"], block_size=hf["n_positions"], d_model=hf["n_embd"],
-                           n_heads=hf["n_head"], n_layers=hf["n_layer"], d_ff=hf.get("n_inner"),
-                           tie_weights=bool(hf.get("tie_word_embeddings", True)), activation=_ACTIVATIONS[act])
-    except KeyError as e:
-        raise ValueError(f"config lacks the GPT-2 field {e.args[0]!r}") from None
+        return gpt2_config(**sizes, tie_weights=tie, activation=_ACTIVATIONS[act])
+    except (TypeError, ValueError) as e:  # e.g. n_head does not divide n_embd
+        raise ValueError(f"config fields do not make a GPT-2: {e}") from None
 
 
 def _normalise_keys(sd: Mapping, source: str) -> dict[str, torch.Tensor]:
@@ -138,6 +152,9 @@ def convert_gpt2_state_dict(sd: Mapping, config: GPTConfig, source: str = "state
         raise TypeError(f"sd must be a dict of tensors, got {type(sd).__name__}")
     _check_config(config)
     sd = _normalise_keys(sd, source)
+    if 12 * config.n_layers + 4 > len(sd) + 1:  # bound the work by the file before listing what it must hold
+        raise ValueError(f"{source} holds {len(sd)} tensors, too few for n_layers={config.n_layers} "
+                         "(GPT-2 stores 12 per block and 4 more): another config, or a damaged file")
     want = expected_shapes(config)
     if config.tie_weights and "lm_head.weight" in sd:
         want["lm_head.weight"] = want["wte.weight"]
@@ -185,25 +202,39 @@ def config_from_state_dict(sd: Mapping) -> GPTConfig:
     except (KeyError, ValueError):
         raise ValueError("the state dict lacks 'wte.weight', 'wpe.weight' or 'h.0.mlp.c_fc.weight' "
                          "(2-D): pass config= explicitly") from None
-    L = 1 + max(int(k.split(".")[1]) for k in sd if k.startswith("h.") and k.split(".")[1].isdigit())
+    blocks = {int(m.group(1)) for k in sd if (m := _BLOCK_KEY.match(k))}
+    L = 1 + max(blocks, default=0)
+    if len(blocks) != L:  # a name such as h.999999999.x must not make a billion-block model
+        raise ValueError(f"the state dict names blocks up to h.{L - 1} but holds {len(blocks)} of them "
+                         "(GPT-2 numbers its blocks 0, 1, 2, ...)")
     heads = C // HEAD_SIZE if C % HEAD_SIZE == 0 else 1
     return gpt2_config(vocab_size=V, block_size=P, d_model=C, n_heads=heads, n_layers=L, d_ff=F,
                        tie_weights="lm_head.weight" not in sd or torch.equal(sd["lm_head.weight"], sd["wte.weight"]))
 
 
 def read_state_dict(path) -> dict[str, torch.Tensor]:
-    """Tensors of a ``.safetensors`` or a ``.bin`` file (``torch.load(weights_only=True)``: no code runs)."""
+    """Tensors of a ``.safetensors`` or a ``.bin`` file (``torch.load(weights_only=True)``: no code runs).
+
+    A ``.bin`` tensor must lie inside its own stored bytes: a view with a zero stride can claim
+    a terabyte-sized shape over 4 bytes, and copying it would try to allocate all of it.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path}")
     if path.suffix == ".safetensors":
         return read_safetensors(path)
-    if path.suffix in (".bin", ".pt", ".pth"):
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(sd, Mapping):
-            raise ValueError(f"{path} does not hold a state dict (got {type(sd).__name__})")
-        return dict(sd)
-    raise ValueError(f"{path}: expected a .safetensors or .bin weights file, got suffix {path.suffix!r}")
+    if path.suffix not in (".bin", ".pt", ".pth"):
+        raise ValueError(f"{path}: expected a .safetensors or .bin weights file, got suffix {path.suffix!r}")
+    sd = torch_load(path, str(path), "PyTorch weights file")
+    if not isinstance(sd, Mapping):
+        raise ValueError(f"{path} does not hold a state dict (got {type(sd).__name__})")
+    for key, t in sd.items():
+        # torch.load already checks that a view stays inside its storage; a view may still repeat
+        # bytes (stride 0), so its own size is bounded by the bytes stored, not by its shape.
+        if isinstance(t, torch.Tensor) and t.numel() * t.element_size() > t.untyped_storage().nbytes():
+            raise ValueError(f"{path}: tensor {key!r} claims shape {tuple(t.shape)} (strides {t.stride()}) over "
+                             f"{t.untyped_storage().nbytes()} stored bytes: a damaged or hostile file")
+    return dict(sd)
 
 
 def hf_cache_folder(repo_id: str = "openai-community/gpt2", cache_dir=None) -> Path:
@@ -221,16 +252,27 @@ def hf_cache_folder(repo_id: str = "openai-community/gpt2", cache_dir=None) -> P
 
 
 def _snapshot(repo: Path) -> Path:
+    """The snapshot that ``refs/main`` names; a name read from a file must stay inside snapshots/."""
     snaps = repo / "snapshots"
     if not snaps.is_dir():
         raise FileNotFoundError(f"no Hugging Face cache of this model at {repo} (no snapshots/ folder)")
     ref = repo / "refs" / "main"
-    if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
-        return snaps / ref.read_text().strip()
-    found = sorted(p for p in snaps.iterdir() if p.is_dir())
+    if ref.is_file():
+        name = read_text(ref, "Hugging Face ref file", limit=1024).strip()
+        folder = confined(snaps, name, f"{ref} names the snapshot")
+        if folder.is_dir():
+            return folder
+    found = sorted(p for p in snaps.iterdir() if p.is_dir() and p.resolve().is_relative_to(snaps.resolve()))
     if len(found) != 1:
-        raise ValueError(f"{snaps} holds {len(found)} snapshots and no refs/main: pass the snapshot folder")
+        raise ValueError(f"{snaps} holds {len(found)} snapshots and no usable refs/main: pass the snapshot folder")
     return found[0]
+
+
+def _in_repo(file: Path, repo: Path | None) -> Path:
+    """A snapshot's files are links into the repo's blobs/; one that leads elsewhere is refused."""
+    if repo is not None and not file.resolve().is_relative_to(repo.resolve()):
+        raise ValueError(f"{file} leads outside the cache folder {repo} (a link to {file.resolve()}); refusing it")
+    return file
 
 
 def load_gpt2(path, config: GPTConfig | None = None) -> GPT:
@@ -240,24 +282,36 @@ def load_gpt2(path, config: GPTConfig | None = None) -> GPT:
     ``config.json``), e.g. the one `make gpt2` fills; or a model folder of the Hugging Face
     cache (``.../hub/models--openai-community--gpt2``). ``config`` defaults to the folder's
     config.json, else to what the tensor shapes say.
+
+    Files are untrusted (`helpers.untrusted`): the snapshot named by ``refs/main`` must be a
+    folder inside ``snapshots/`` and the snapshot's files may only link inside the cache folder;
+    the config is checked against the tensors the file really holds before anything is built.
+    Errors are ValueError naming the file and the field.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path, got {type(path).__name__}")
-    path = Path(path)
+    path, repo = Path(path), None
     if path.is_dir():
         if (path / "snapshots").is_dir():
-            path = _snapshot(path)
+            repo, path = path, _snapshot(path)
         folder = path
         files = [path / f for f in WEIGHT_FILES if (path / f).is_file()]
         if not files:
             raise FileNotFoundError(f"{path} holds none of {', '.join(WEIGHT_FILES)}")
-        path = files[0]
+        path = _in_repo(files[0], repo)
     else:
         folder = path.parent
     sd = read_state_dict(path)
     if config is None:
         cfg_file = folder / "config.json"
-        config = config_from_hf(json.loads(cfg_file.read_text())) if cfg_file.is_file() else config_from_state_dict(sd)
+        if cfg_file.is_file():
+            hf = load_json(_in_repo(cfg_file, repo), "GPT-2 config.json", limit=CONFIG_LIMIT)
+            try:
+                config = config_from_hf(hf)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{cfg_file}: {e}") from None
+        else:
+            config = config_from_state_dict(sd)
     ours = convert_gpt2_state_dict(sd, config, source=str(path))
     model = GPT(config)
     model.load_state_dict(ours, strict=True)

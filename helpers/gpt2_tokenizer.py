@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import unicodedata
@@ -39,9 +38,11 @@ from pathlib import Path
 
 from helpers.bpe import BPETokenizer
 from helpers.tokenizers import check_ids, check_text
+from helpers.untrusted import load_json, read_text
 
 # Unicode's White_Space property (stable since Unicode 6.3). Python's \s also matches
 # U+001C..U+001F, which GPT-2's regex does not count as space.
+FILE_LIMIT = 64 << 20  # bytes per file: GPT-2's vocab.json is 1.0 MB, its merges.txt 0.5 MB
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
@@ -119,11 +120,11 @@ class GPT2Tokenizer:
     @classmethod
     def from_files(cls, vocab_json, merges_txt) -> GPT2Tokenizer:
         """Read GPT-2's ``vocab.json`` and ``merges.txt`` (optional ``#version`` first line)."""
-        encoder = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
+        encoder = load_json(vocab_json, "GPT-2 vocab.json", limit=FILE_LIMIT)
         if not isinstance(encoder, dict):
             raise ValueError(f"{vocab_json} must hold a JSON object token -> id, got {type(encoder).__name__}")
         merges = []
-        for n, line in enumerate(Path(merges_txt).read_text(encoding="utf-8").split("\n"), start=1):
+        for n, line in enumerate(read_text(merges_txt, "GPT-2 merges.txt", limit=FILE_LIMIT).split("\n"), start=1):
             line = line.rstrip("\r")
             if not line or (n == 1 and line.startswith("#version")):
                 continue

@@ -10,7 +10,11 @@ or before the sub-layer (pre-LN, GPT-2 style, ``norm_first=True``)::
 The layers mirror `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer`
 (same dropout placement, same LayerNorm eps) and ``from_torch`` copies their weights.
 Masks are bool with **True = may attend**; PyTorch's bool masks mean the opposite.
-The stacks `Encoder` and `Decoder` live in `helpers.stacks` and are re-exported here.
+``memory_mask`` (decoder) is the cross-attention's one mask, broadcast to (B, H, T, S): it
+carries **both** of PyTorch's, ``memory_mask`` (T, S) and ``memory_key_padding_mask`` (B, S),
+as ``~memory_mask & ~memory_key_padding_mask[:, None, None, :]``; source padding alone is
+``padding_mask(src_ids, pad)`` (notebook 05 §7 checks the mapping).
+The stacks `Encoder` and `Decoder` live in `helpers.stacks` (which imports this module).
 
 Shapes: B batch, T / S target / source length, C = d_model, H heads, L layers.
     FeedForward(C, d_ff)(x)               (B, T, C) -> (B, T, C)
@@ -213,8 +217,9 @@ class DecoderLayer(nn.Module):
                 return_weights: bool = False):
         """x (B, T, C), memory (B, S, C) -> (B, T, C).
 
-        ``self_mask`` broadcasts to (B, H, T, T), ``memory_mask`` to (B, H, T, S); ``is_causal``
-        adds the causal mask to the self-attention. With ``return_weights`` returns
+        ``self_mask`` broadcasts to (B, H, T, T), ``memory_mask`` to (B, H, T, S) (True = may
+        attend; it holds what PyTorch splits into ``memory_mask`` and ``memory_key_padding_mask``,
+        see the module doc); ``is_causal`` adds the causal mask to the self-attention. With ``return_weights`` returns
         ``(x, self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
         """
         check_input("x", x, self, self.self_attn.d_model)
@@ -261,13 +266,4 @@ class DecoderLayer(nn.Module):
         return ours.to(device=m.linear1.weight.device, dtype=m.linear1.weight.dtype).train(m.training)
 
 
-def __getattr__(name: str):
-    # Lazy re-export: helpers.stacks imports this module, so a top-level import would be circular.
-    if name in ("Encoder", "Decoder"):
-        from helpers import stacks
-
-        return getattr(stacks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"]  # noqa: F822 (lazy, above)
+__all__ = ["FeedForward", "EncoderLayer", "DecoderLayer"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import re
 from collections.abc import Sequence
 
 import matplotlib
@@ -22,7 +23,16 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from helpers.cjk import register as _register_cjk_font
 from helpers.validate import check_int
+
+_register_cjk_font()  # Chinese draws with the course's font on every machine (helpers/cjk.py)
+
+
+def plain_text(text: str) -> str:
+    """``text`` with each unescaped ``$`` escaped, so matplotlib draws it instead of reading TeX:
+    a token such as ``$x^$`` would otherwise crash the draw. Idempotent."""
+    return re.sub(r"(?<!\\)\$", r"\\$", str(text))
 
 
 def _as_2d_array(data, name: str) -> np.ndarray:
@@ -42,7 +52,7 @@ def _as_2d_array(data, name: str) -> np.ndarray:
 def check_plot_args(**args) -> None:
     """Named errors for the usual keyword arguments (matplotlib's would not say which one).
 
-    Knows: figsize (two positive numbers), title/xlabel/ylabel/fmt/baseline_label (str or
+    Knows: figsize (two positive numbers), title/xlabel/ylabel/fmt/baseline_label/colorbar_label (str or
     None), vmin/vmax (number or None), cmap (str or Colormap), labels (sequences: ``*labels``,
     tokens), and flags (annotate, colorbar, show_steps: bool).
     """
@@ -51,7 +61,7 @@ def check_plot_args(**args) -> None:
             if (isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2
                     or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1000 for v in value)):
                 raise ValueError(f"figsize must be (width, height) in inches, two numbers in (0, 1000), got {value!r}")
-        elif name in ("title", "xlabel", "ylabel", "fmt", "baseline_label"):
+        elif name in ("title", "xlabel", "ylabel", "fmt", "baseline_label", "colorbar_label"):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
         elif name in ("vmin", "vmax"):
@@ -83,6 +93,7 @@ def heatmap(
     annotate: bool = False,
     fmt: str = "{:.2f}",
     colorbar: bool = True,
+    colorbar_label: str | None = None,
     figsize: tuple[float, float] = (5.0, 4.0),
 ) -> Figure:
     """Draw a 2-D array (tensor, ndarray or nested lists) as a heatmap.
@@ -91,10 +102,12 @@ def heatmap(
         data: shape (rows, cols).
         ax: draw into this Axes instead of a new Figure (its figure is returned).
         xticklabels / yticklabels: one label per column / row (e.g. tokens).
-        annotate: write each value in its cell using ``fmt``.
+        annotate: write each value in its cell using ``fmt``, black or white by the cell's colour.
+        colorbar_label: what the colours mean (e.g. "cosine"), written beside the colorbar.
     """
     check_plot_args(title=title, xlabel=xlabel, ylabel=ylabel, xticklabels=xticklabels, yticklabels=yticklabels,
-                    cmap=cmap, vmin=vmin, vmax=vmax, annotate=annotate, fmt=fmt, colorbar=colorbar, figsize=figsize)
+                    cmap=cmap, vmin=vmin, vmax=vmax, annotate=annotate, fmt=fmt, colorbar=colorbar,
+                    colorbar_label=colorbar_label, figsize=figsize)
     arr = _as_2d_array(data, "data")
     for labels, n, name in ((xticklabels, arr.shape[1], "xticklabels"), (yticklabels, arr.shape[0], "yticklabels")):
         if labels is not None and len(labels) != n:
@@ -106,13 +119,12 @@ def heatmap(
         fig = ax.figure
     im = ax.imshow(arr, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if xticklabels is not None:
-        ax.set_xticks(range(arr.shape[1]), labels=list(xticklabels), rotation=90 if len(xticklabels) > 8 else 0)
+        ax.set_xticks(range(arr.shape[1]), labels=[plain_text(s) for s in xticklabels], rotation=90 if len(xticklabels) > 8 else 0)
     if yticklabels is not None:
-        ax.set_yticks(range(arr.shape[0]), labels=list(yticklabels))
+        ax.set_yticks(range(arr.shape[0]), labels=[plain_text(s) for s in yticklabels])
     if annotate:
-        mid = (np.nanmin(arr) + np.nanmax(arr)) / 2
         for (r, c), v in np.ndenumerate(arr):
-            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color="white" if v < mid else "black")
+            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8, color=text_colour(im, v))
     if title:
         ax.set_title(title)
     if xlabel:
@@ -120,8 +132,19 @@ def heatmap(
     if ylabel:
         ax.set_ylabel(ylabel)
     if colorbar:
-        fig.colorbar(im, ax=ax)
+        fig.colorbar(im, ax=ax, label=colorbar_label)
     return fig
+
+
+def text_colour(im, value: float) -> str:
+    """Black or white, whichever reads better on the colour ``im`` (an AxesImage) gives ``value``.
+
+    Chosen from the cell's own colour (its luminance after the colormap's normalisation), not
+    from the data's midpoint: on a diverging map from -1 to 1 a value near 0 is near-white, and
+    needs black text however the data happen to be spread.
+    """
+    red, green, blue, _ = im.cmap(im.norm(value))
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"  # ITU-R BT.601 luma
 
 
 def figure_to_png(fig: Figure, dpi: int = 80, fast: bool = False) -> bytes:

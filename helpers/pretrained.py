@@ -4,8 +4,10 @@
 trained by ``make pretrain`` (``tools/pretrain.py``) on the training part of
 ``load_corpus("pydoc")`` split with ``train_val_split(..., 0.1, chunks=10)``.
 
-A file is checked against the sha256 recorded here before it is read, then read with
-``torch.load(weights_only=True)``, which refuses pickled code. Weights are stored in
+A file is read once (at most `MAX_BYTES`), its sha256 checked against the one recorded here,
+and those same bytes are then parsed with ``torch.load(weights_only=True)``, which refuses
+pickled code (a file swapped between the check and the load cannot slip through). The
+config it holds must fit the tensors it holds before a model is built. Weights are stored in
 float16 (half the bytes) and come back as float32; the meta data records the loss
 measured after that round trip.
 
@@ -20,17 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
-import pickle
+import io
 from pathlib import Path
 
 import torch
 
+from helpers.fileio import atomic_write, check_path
 from helpers.models import GPT, GPTConfig
 from helpers.tokenizers import CharTokenizer
+from helpers.untrusted import read_bytes, torch_load
 
 PRETRAINED_DIR = Path(__file__).resolve().parent.parent / "pretrained"
 FORMAT = "helpers-pretrained/1"
+MAX_BYTES = 512 << 20  # a shipped model is a few MB; a larger file is refused before it is read
 # name -> (file in pretrained/, sha256 of its bytes); tools/pretrain.py prints the new hash.
 PRETRAINED = {
     "char_gpt": ("char_gpt.pt", "cef42fd36ea1c81ae54e75100c2349230df7a1f6e74b7c16c47ee6b8e7ae11b2"),
@@ -42,7 +46,7 @@ PRETRAINED = {
 def save_pretrained(path, model: GPT, tokenizer: CharTokenizer, **meta) -> str:
     """Write ``model`` (float16 weights), its config, the tokenizer and plain ``meta``; returns the sha256.
 
-    Written to a temporary name first, so an interrupted save never leaves a half file.
+    The write is atomic (`helpers.fileio.atomic_write`): an interrupted save leaves the old file.
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
@@ -57,12 +61,12 @@ def save_pretrained(path, model: GPT, tokenizer: CharTokenizer, **meta) -> str:
              for k, v in model.state_dict().items() if not (model.config.tie_weights and k == "head.weight")}
     payload = {"format": FORMAT, "config": dataclasses.asdict(model.config), "chars": list(tokenizer.chars),
                "state": state, "meta": meta}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    path = check_path("path", path)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getbuffer())
+    return hashlib.sha256(buffer.getbuffer()).hexdigest()
 
 
 def read_pretrained(path, sha256: str | None = None) -> tuple[GPT, CharTokenizer, dict]:
@@ -70,26 +74,57 @@ def read_pretrained(path, sha256: str | None = None) -> tuple[GPT, CharTokenizer
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no pretrained file at {path} (run `make pretrain` to create it)")
-    raw = path.read_bytes()
-    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
-        raise ValueError(f"{path} has sha256 {hashlib.sha256(raw).hexdigest()[:12]}..., expected {sha256[:12]}...; "
+    raw = read_bytes(path, "pretrained file", limit=MAX_BYTES)  # read once: the bytes hashed are the bytes loaded
+    digest = hashlib.sha256(raw).hexdigest()
+    if sha256 is not None and digest != sha256:
+        raise ValueError(f"{path} has sha256 {digest[:12]}..., expected {sha256[:12]}...; "
                          "the file was changed or damaged (restore it with git checkout pretrained/, "
                          "or run `make pretrain` and record the new hash in helpers/pretrained.py)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise ValueError(f"refused to load {path}: weights_only=True rejected it "
-                         f"({str(e).strip().splitlines()[0]}); nothing in it was run") from None
-    except Exception as e:  # damaged files raise RuntimeError, EOFError...
-        raise ValueError(f"{path} is not a readable pretrained file: {type(e).__name__}") from None
+    payload = torch_load(raw, str(path), "pretrained file")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} was not written by save_pretrained (no {FORMAT!r} marker)")
-    model = GPT(GPTConfig(**payload["config"]))
-    state = {k: v.float() if v.is_floating_point() else v for k, v in payload["state"].items()}
-    if model.config.tie_weights and "head.weight" not in state and "tok_emb.weight" in state:
-        state["head.weight"] = state["tok_emb.weight"]  # saved once (see save_pretrained)
-    model.load_state_dict(state)
-    return model.eval(), CharTokenizer(payload["chars"]), payload["meta"]
+    config, state = _fields(path, payload)
+    model = GPT(config)
+    try:
+        state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+        if config.tie_weights and "head.weight" not in state and "tok_emb.weight" in state:
+            state["head.weight"] = state["tok_emb.weight"]  # saved once (see save_pretrained)
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise ValueError(f"{path} is damaged: field 'state' does not fit its config ({str(e)[:300]})") from None
+    try:
+        tokenizer = CharTokenizer(payload.get("chars"))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path} is damaged: field 'chars': {e}") from None
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(f"{path} is damaged: field 'chars' holds {tokenizer.vocab_size} characters, the config "
+                         f"{config.vocab_size}")
+    return model.eval(), tokenizer, payload.get("meta")
+
+
+def _fields(path: Path, payload: dict) -> tuple[GPTConfig, dict]:
+    """The config and the state of a payload, checked to fit each other before any model is built."""
+    cfg, state = payload.get("config"), payload.get("state")
+    names = {f.name for f in dataclasses.fields(GPTConfig)}
+    if not isinstance(cfg, dict) or not set(cfg) <= names:
+        raise ValueError(f"{path} is damaged: field 'config' must be a dict of GPTConfig fields")
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise ValueError(f"{path} is damaged: field 'state' must be a dict of tensors")
+    if not isinstance(payload.get("meta"), dict):
+        raise ValueError(f"{path} is damaged: field 'meta' must be a dict")
+    try:
+        config = GPTConfig(**cfg)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path} is damaged: field 'config': {e}") from None
+    # A config of a billion layers must not be built from a file of a few kB: the model's size
+    # must be that of the tensors stored (shapes are checked again by load_state_dict).
+    stored = sum(v.numel() for v in state.values() if v.is_floating_point())
+    C, F, L, V = config.d_model, config.d_ff, config.n_layers, config.vocab_size
+    needed = V * C + L * (4 * C * C + 2 * C * F)  # a lower bound: embedding, attention and feed-forward matrices
+    if needed > stored:
+        raise ValueError(f"{path} is damaged: its config needs {needed} weights, but the file stores {stored}")
+    return config, state
 
 
 def load_pretrained(name: str = "char_gpt", with_meta: bool = False):

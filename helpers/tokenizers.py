@@ -5,8 +5,9 @@ Three levels, from the simplest to what GPT-style models use:
 - `CharTokenizer`: one id per character, vocabulary = the sorted set of characters seen.
 - `WordTokenizer`: one id per whitespace-separated word, with special tokens
   (``<pad>``, ``<unk>``, ``<eos>``); unknown words map to ``<unk>`` when it exists.
-- `BPETokenizer` (in `helpers.bpe`, re-exported here): byte-level byte-pair encoding,
-  trained from scratch; round-trips any Python string.
+- `helpers.bpe.BPETokenizer` (its own module, which imports the checks of this one; nothing
+  here imports it back): byte-level byte-pair encoding, trained from scratch; round-trips any
+  Python string.
 
 All three save to and load from JSON (never pickle: loading a pickle runs code). Saves are
 atomic; a loaded file is untrusted input: every field is checked and a damaged one raises
@@ -31,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from helpers import untrusted
 from helpers.fileio import atomic_write, check_path
 from helpers.validate import check_sequence
 
@@ -79,10 +81,7 @@ def load_json(path, kind: str, keys: Sequence[str]) -> dict:
     values (see `from_file`) before building the tokenizer.
     """
     path = check_path("path", path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"{path} is not a tokenizer file (not valid UTF-8 JSON: {e})") from None
+    data = untrusted.load_json(path, "tokenizer file")  # bounded, strict JSON; errors name the file
     if not isinstance(data, dict) or data.get("type") != kind or data.get("version") != 1:
         got = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path} does not hold a version-1 {kind!r} tokenizer (type: {got!r})")
@@ -243,14 +242,4 @@ class WordTokenizer:
         return from_file(path, "unk_token", lambda: cls(vocab, unk_token=data["unk_token"]))
 
 
-def __getattr__(name: str):
-    # Re-export BPETokenizer lazily: helpers.bpe imports the checks above, so a top-level
-    # import here would be circular when helpers.bpe is imported first.
-    if name == "BPETokenizer":
-        from helpers.bpe import BPETokenizer
-
-        return BPETokenizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["BPETokenizer", "CharTokenizer", "WordTokenizer", "check_ids", "check_text"]  # noqa: F822
+__all__ = ["CharTokenizer", "WordTokenizer", "check_ids", "check_text"]

@@ -104,7 +104,9 @@ class Transformer(nn.Module):
         """tgt (B, T), memory (B, S, C) -> (B, T, C), before the head.
 
         The self-attention mask is ``tgt_mask`` & target padding & (if ``causal``) the causal
-        mask; ``memory_mask`` (e.g. ``src_key_mask(src)``) hides source positions.
+        mask; ``memory_mask`` (e.g. ``src_key_mask(src)``) hides source positions. Unlike PyTorch's
+        ``memory_mask`` (a (T, S) pair mask only), ours is True = may attend and also carries the
+        source padding (PyTorch's ``memory_key_padding_mask``); see `helpers.layers`.
         """
         self._check_ids("tgt", tgt, self.tgt_vocab)
         check_tensor("memory", memory, ndim=3, floating=True)

@@ -73,6 +73,7 @@ def test_every_committed_figure_is_built_and_every_built_one_committed():
     assert committed() == {f"{name}.png" for name in make_figures.REGISTRY}
 
 
+@pytest.mark.one_draw
 @pytest.mark.parametrize("name", sorted(set(make_figures.REGISTRY) - TRAINED))
 def test_figure_is_reproduced(name):
     png, caught, _ = rendered(name)
@@ -170,6 +171,7 @@ def test_the_tolerance_passes_rounding_noise_and_catches_a_small_block():
         assert (pixel_mismatch(buf.getvalue(), reference) is None) == ok
 
 
+@pytest.mark.one_draw
 def test_cli_lists_and_writes(tmp_path, capsys):
     assert make_figures.main(["--list"]) == 0
     assert capsys.readouterr().out.split() == list(make_figures.REGISTRY)

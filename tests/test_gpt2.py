@@ -195,7 +195,7 @@ def test_safetensors_reader_matches_library(tmp_path):
         assert ours[k].dtype == theirs[k].dtype and torch.equal(ours[k], theirs[k]), k
     data = (tmp_path / "t.safetensors").read_bytes()
     (tmp_path / "cut.safetensors").write_bytes(data[:-8])  # the data section ends too early
-    with pytest.raises(ValueError, match=r"cut\.safetensors: tensor '.*' .*bad data offsets"):
+    with pytest.raises(ValueError, match=r"cut\.safetensors: the tensors' data_offsets cover .* truncated"):
         read_safetensors(tmp_path / "cut.safetensors")
 
 

@@ -107,10 +107,23 @@ def test_widget_view_beside_a_picture_is_caught_and_the_executor_drops_it(tmp_pa
     data = {"text/plain": "Explorer()", "image/png": "iVBORw0KGgo=", execute_notebooks.WIDGET_MIME: view}
     nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data=dict(data))]
     assert any("live-widget view" in p for p in _problems(nb, tmp_path))
-    execute_notebooks._picture_instead_of_widget(nb)
+    execute_notebooks.picture_instead_of_widget(nb)
     assert set(nb.cells[1].outputs[0].data) == {"text/plain", "image/png"}
     assert _problems(nb, tmp_path) == []
     lone = nbformat.v4.new_output("display_data", data={"text/plain": "VBox()", execute_notebooks.WIDGET_MIME: view})
     nb.cells[1].outputs = [lone]  # no picture to stand in: the live view stays
-    execute_notebooks._picture_instead_of_widget(nb)
+    execute_notebooks.picture_instead_of_widget(nb)
     assert execute_notebooks.WIDGET_MIME in nb.cells[1].outputs[0].data
+
+
+def test_collapsed_cells_and_python_version_as_jupyterlab_leaves_them(tmp_path: Path):
+    import nbmeta
+
+    nb = _executed_notebook()
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    cell.metadata["jupyter"] = {"outputs_hidden": True, "source_hidden": True}
+    assert any('"collapsed": true' in p for p in _problems(nb, tmp_path))
+    nbmeta.as_lab_leaves_it(nb)
+    assert cell.metadata["collapsed"] is True and _problems(nb, tmp_path) == []
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
+    assert any("Python version" in p for p in _problems(nb, tmp_path))

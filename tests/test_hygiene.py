@@ -485,7 +485,7 @@ def _check_id(check) -> str:
 
 # ---------------------------------------------------------------------------- the real notebooks
 def test_there_are_notebooks():
-    assert len(NOTEBOOKS) >= 7, f"expected the 7 course notebooks in {NOTEBOOK_DIR}, found {len(NOTEBOOKS)}"
+    assert len(NOTEBOOKS) >= 8, f"expected the 8 course notebooks (01-07 and 06b) in {NOTEBOOK_DIR}, found {len(NOTEBOOKS)}"
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=_check_id)

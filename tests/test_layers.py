@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
+from helpers.layers import DecoderLayer, EncoderLayer, FeedForward
+from helpers.stacks import Decoder, Encoder
 
 B, S, T, C, H, F, L = 2, 7, 5, 16, 4, 24, 2  # odd-ish sizes; H=4 lets PyTorch's nested-tensor path run
 TOL = 1e-5
@@ -188,3 +189,30 @@ def test_from_torch_keeps_training_mode():
     assert Decoder.from_torch(ref.eval()).training is False
     assert all(not m.training for m in Decoder.from_torch(ref.eval()).modules())
     assert EncoderLayer.from_torch(nn.TransformerEncoderLayer(C, H, F, batch_first=True)).training
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_our_memory_mask_carries_both_of_torch_memory_masks(norm_first):
+    # Ours: one bool mask, True = may attend. PyTorch: memory_mask (T, S) and
+    # memory_key_padding_mask (B, S), both True = blocked. ours = ~memory_mask & ~padding.
+    g = torch.Generator().manual_seed(0)
+    ref = nn.TransformerDecoderLayer(C, H, F, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    x, memory = torch.randn(B, T, C, generator=g), torch.randn(B, S, C, generator=g)
+    pairs = torch.rand(T, S, generator=g) < 0.3  # (T, S), True = blocked
+    pairs[:, 0] = False  # no empty row (PyTorch would give NaN there)
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[0, -2:] = True  # (B, S), True = padding
+    theirs = ref(x, memory, memory_mask=pairs, memory_key_padding_mask=pad)
+    ours = DecoderLayer.from_torch(ref)
+    report("memory_mask mapping", ours(x, memory, memory_mask=~pairs & ~pad[:, None, None, :]), theirs)
+    only_pad = ours(x, memory, memory_mask=~pad[:, None, None, :])
+    assert not torch.allclose(only_pad, theirs, atol=1e-3)  # the pair mask is not dropped silently
+
+
+def test_one_import_path_for_the_stacks():
+    import helpers
+    import helpers.layers
+    import helpers.stacks
+
+    assert not hasattr(helpers.layers, "Encoder") and not hasattr(helpers.layers, "Decoder")
+    assert helpers.Encoder is helpers.stacks.Encoder and helpers.Decoder is helpers.stacks.Decoder

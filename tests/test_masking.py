@@ -18,8 +18,9 @@ import torch.nn.functional as F
 
 import helpers.attention as attention_module
 from helpers.attention import MultiHeadAttention, padding_mask
-from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from helpers.layers import DecoderLayer, EncoderLayer
 from helpers.models import GPT, GPTConfig, Transformer
+from helpers.stacks import Decoder, Encoder
 
 DTYPES = [torch.float32, torch.float64]
 TORCH_SDPA = F.scaled_dot_product_attention

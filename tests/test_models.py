@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.layers import Decoder, Encoder
 from helpers.models import GPT, GPTConfig, Transformer, count_parameters, parameter_breakdown
+from helpers.stacks import Decoder, Encoder
 
 
 def small_gpt(**kw):

@@ -38,5 +38,8 @@ def test_reversal_cells_run_at_both_scales(scale):
     n = ns["S"]["rev_len"]
     src, _ = ns["reversal_batch"](4, torch.Generator().manual_seed(0))
     pred = ns["rev_model"].greedy_decode(src, max_len=n + 2, bos_id=ns["BOS"], eos_id=ns["EOS"])
-    assert pred.shape == (4, n + 2)
+    # A model trained 3 steps may write <EOS> anywhere: decoding stops once every row has ended.
+    assert pred.shape[0] == 4 and 2 <= pred.shape[1] <= n + 2, pred.shape
+    if pred.shape[1] < n + 2:
+        assert (pred == ns["EOS"]).any(dim=1).all(), "decoding stopped before every row wrote <EOS>"
     assert ns["rev_config"].max_steps == ns["SIZES"][scale]["rev_steps"]

@@ -47,6 +47,7 @@ def test_load_pretrained_gives_a_model_and_the_corpus_tokenizer():
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
+@pytest.mark.one_draw  # the recorded loss is on fixed windows (fixed weights: only rounding differs by machine)
 def test_the_loss_after_loading_is_the_recorded_one_and_meets_the_goal():
     torch.set_num_threads(1)
     model, _, meta = load_pretrained("char_gpt", with_meta=True)

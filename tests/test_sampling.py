@@ -34,10 +34,10 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(values, p):
     # Every kept token is at least as likely as every dropped one, and the kept mass reaches p...
     if (~kept).any():
         assert full[kept].min() >= full[~kept].max() - 1e-12
-    assert full[kept].sum() >= p - 1e-9
+    assert full[kept].sum() >= p - 1e-6  # float32 sums: a few ulps of 1.0
     # ...and dropping the least likely kept token would fall below p (the set is the smallest).
     smallest = full[kept].min()
-    assert full[kept].sum() - smallest < p + 1e-9 or (full[kept] == smallest).sum() > 1
+    assert full[kept].sum() - smallest < p + 1e-6 or (full[kept] == smallest).sum() > 1 or smallest < 1e-6
     torch.testing.assert_close(probs[kept], full[kept] / full[kept].sum())
 
 

@@ -55,10 +55,10 @@ def notebook(tmp_path: Path, source: str) -> Path:
 
 
 def test_a_claim_true_for_one_seed_only_fails(tmp_path):
-    import torch
-
-    torch.manual_seed(0)
-    value = torch.randint(0, 2**31, (1,)).item()
+    # The value seed 0 draws, unshifted (this test may itself run under `make seed-shift`).
+    code = "import torch; torch.manual_seed(0); print(torch.randint(0, 2**31, (1,)).item())"
+    value = int(subprocess.run([sys.executable, "-c", code], env={**os.environ, "SEED_SHIFT": "0"},
+                               capture_output=True, text=True, check=True).stdout)  # fmt: skip
     path = notebook(tmp_path, f"import torch\ntorch.manual_seed(0)\nassert torch.randint(0, 2**31, (1,)).item() == {value}")
     found, _ = seed_shift.failures(path, 1, timeout=120)
     assert len(found) == 1 and "AssertionError" in found[0] and "code cell 0" in found[0]

@@ -11,9 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.bpe import SPLIT_PATTERN, merge_pair
+from helpers.bpe import SPLIT_PATTERN, BPETokenizer, merge_pair
 from helpers.data import load_corpus
-from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+from helpers.tokenizers import CharTokenizer, WordTokenizer
 
 # Any code point, plus common ones and lone surrogates (hypothesis leaves those out unless asked).
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
@@ -307,3 +307,15 @@ def test_char_tokenizer_membership_matches_encode():
         else:
             with pytest.raises(ValueError, match="unknown character"):
                 tok.encode(ch)
+
+
+def test_bpe_and_tokenizers_do_not_import_each_other():
+    """One import path per name: helpers.bpe imports helpers.tokenizers, never the reverse."""
+    import ast
+    import inspect
+
+    import helpers.tokenizers
+
+    tree = ast.parse(inspect.getsource(helpers.tokenizers))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "helpers.bpe" not in imported and not hasattr(helpers.tokenizers, "BPETokenizer")

@@ -30,8 +30,9 @@ def test_doctest():
 
 def test_default_state_and_short_deterministic_repr():
     ex = attention_explorer()
-    assert isinstance(ex.widget, widgets.VBox) and isinstance(ex.image, widgets.Image)
+    assert isinstance(ex.widget, widgets.VBox) and all(isinstance(i, widgets.Image) for i in ex.panels.images)
     assert ex.image.value[:8] == b"\x89PNG\r\n\x1a\n" and ex.image.width == "640" and ex.image.height == "280"
+    assert len(ex.panels.images) == 2 and sum(int(i.width) for i in ex.panels.images) == 640  # heatmap | bars
     assert ex.tokens == ["我", "爱", "你"] and ex.weights.shape == (3, 3) and ex.query_weights.shape == (3,)
     for control in (ex.head, ex.temperature, ex.query):
         assert control.continuous_update is True  # live while dragging, throttled

@@ -193,3 +193,12 @@ def test_a_one_layer_model_greys_out_its_layer_slider():
     ex = cross_attention_explorer(one, source="1234")
     assert ex.layer.disabled and not ex.head.disabled
     assert not cross_attention_explorer(tiny(), source="1234").layer.disabled
+
+
+def test_status_counts_every_typed_character_and_names_skips_as_typed():
+    from helpers.models import Transformer
+
+    m = Transformer(12, 12, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=6)
+    ex = cross_attention_explorer(m, source="1z2a")
+    assert "skipped, not a source character: z a" in ex.status.text
+    assert "4 characters typed, 2 of them source characters" in ex.status.text

@@ -138,3 +138,16 @@ def test_the_large_map_can_show_the_scores_before_softmax(parts):
     ex.scores_view.value = False
     torch.testing.assert_close(torch.as_tensor(ex.big_image.get_array()), ex.weights[1, 0], atol=0, rtol=0)
     assert ex.big_image.get_clim() == (0, 1)
+
+
+def test_with_no_model_it_loads_the_shipped_one():  # so the explorer cell runs on its own after a restart
+    from helpers.pretrained import load_pretrained
+    from helpers.widgets import gpt_attention_explorer, next_token_explorer
+
+    model, tok = load_pretrained("char_gpt")
+    ex = gpt_attention_explorer(text="def f(x):")
+    torch.testing.assert_close(ex.weights, model.attention_weights(torch.tensor([tok.encode("def f(x):")]))[:, 0])
+    nt = next_token_explorer(prompt="def ")
+    assert nt.tokenizer.chars == tok.chars
+    with pytest.raises(TypeError, match="model must be a helpers GPT"):
+        gpt_attention_explorer(None, tok)

@@ -133,5 +133,21 @@ def test_long_prompt_says_the_model_reads_its_context_only():
     from helpers.widgets.base import known_text
 
     tok = CharTokenizer.from_text("abc")
-    assert known_text(tok, "abcabc", 4) == ("cabc", "6 characters: the model reads the last 4 (its context)")
+    assert known_text(tok, "abcabc", 4) == ("cabc", "6 characters typed: the model reads the last 4 it knows (its context)")
     assert known_text(tok, "abxc", 8) == ("abc", "not in the vocabulary, skipped: x")
+    assert known_text(tok, "azby\nz", 8) == ("ab", "not in the vocabulary, skipped: z y \\n")  # as typed, each once
+    known, note = known_text(tok, "xyz", 8)  # nothing known: no lone fallback character, and it says so
+    assert known == "" and note.startswith("none of the 3 characters typed is in the vocabulary (skipped: x y z)")
+
+
+def test_prompt_with_nothing_known_keeps_the_last_picture():
+    from helpers.models import GPT, GPTConfig
+    from helpers.tokenizers import CharTokenizer
+    from helpers.widgets import next_token_explorer
+
+    tok = CharTokenizer.from_text("abc def")
+    ex = next_token_explorer(GPT(GPTConfig(tok.vocab_size, 16, 8, 2, 2)), tok, prompt="abc")
+    context, png = list(ex.context), ex.image.value
+    ex.prompt.value = "我爱"
+    assert ex.context == context and ex.image.value == png  # no lone "\n" column
+    assert "none of the 2 characters typed" in ex.status.text and "last text" in ex.status.text

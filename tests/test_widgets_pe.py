@@ -34,8 +34,10 @@ def test_widget_tree_holds_the_controls_and_the_image():
     assert ex.controls["d_model"].step == 2
     assert isinstance(ex.controls["base"], widgets.FloatLogSlider)
     images = [w for w in tree if isinstance(w, widgets.Image)]
-    assert images == [ex.image]
-    assert ex.image.width and ex.image.height and ex.image.format == "png"
+    assert images == ex.panels.images and len(images) == 3  # table | curves | dot products
+    assert all(i.format == "png" and i.value[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    assert sum(int(i.width) for i in images) == int(ex.image.width) == 800
+    assert all(int(i.height) <= int(ex.image.height) for i in images)
     assert ex.image.value[:8] == b"\x89PNG\r\n\x1a\n"
     assert not any(isinstance(w, widgets.Output) for w in tree)  # Output widgets break strict nbval
 

@@ -7,6 +7,15 @@ checkboxes, dropdowns, text boxes, buttons) and assert that its plot changed and
 the latency from the key press to the new picture is printed per control. Windowed
 rendering is turned off so every cell is in the DOM. Screenshots go to artifacts/browser/.
 
+Also, as a learner meets them (JupyterLab started as `make lab` starts it, with
+tools/jupyter_lab_config.py, at 1024 x 900 with the file browser open, autosave every 5 s):
+- a notebook opened as shipped and left alone past an autosave stays byte-identical and unmodified;
+- every explorer fits its output area (no horizontal scrollbar, each picture at its drawn size,
+  so no text smaller than drawn); screenshots ``NN-eK-fit-1024.png``;
+- a notebook run, saved and reopened with its kernel gone shows no widget error and its pictures;
+- after a kernel restart the explorers say they are stale, and each explorer cell run alone
+  (nothing above it) builds a live explorer again.
+
 Needs Debian's chromium (`apt-get install chromium`; .ci/run installs it). The browser
 is never downloaded.
 """
@@ -72,6 +81,10 @@ def lab(tmp_path_factory):
     settings = root / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    # Autosave every 5 s (120 s by default), so "left alone past an autosave" takes seconds.
+    docmanager = root / "settings" / "@jupyterlab" / "docmanager-extension"
+    docmanager.mkdir(parents=True)
+    (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": True, "autosaveInterval": 5}))
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
                JUPYTER_DATA_DIR=str(root / "data"), JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
@@ -80,7 +93,8 @@ def lab(tmp_path_factory):
     # view (untrusted notebooks fall back to the picture by themselves).
     subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, (root / "notebooks" / "stored").glob("*.ipynb"))],
                    env=env, check=True, capture_output=True)  # fmt: skip
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--config={ROOT / 'tools' / 'jupyter_lab_config.py'}",
+           "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            f"--ServerApp.root_dir={root / 'notebooks'}", "--ServerApp.terminals_enabled=False",
            "--LabApp.expose_app_in_browser=True", "--allow-root"]
@@ -103,7 +117,7 @@ def lab(tmp_path_factory):
             pytest.fail(f"JupyterLab answered without a token (HTTP {r.status})")
     except urllib.error.HTTPError as e:
         assert e.code == 403, e
-        yield url, token
+        yield url, token, root / "notebooks"
     finally:
         proc.terminate()
         try:
@@ -162,13 +176,18 @@ def _run_all(page, timeout_s: float = 180) -> None:
     raise AssertionError(f"Run All did not finish in {timeout_s} s: execution counts {counts}")
 
 
-def _settled_src(img, timeout_s: float = 30, old: str | None = None) -> str:
-    """Wait for the image to change from ``old`` (if given) and then stay the same for 1.5 s."""
+def _srcs(panels) -> str:
+    return "|".join(panels.evaluate("el => Array.from(el.querySelectorAll('img')).map(i => i.getAttribute('src'))"))
+
+
+def _settled_src(panels, timeout_s: float = 30, old: str | None = None) -> str:
+    """Wait for the explorer's pictures (its panels) to change from ``old`` (if given) and then stay the same for 1.5 s."""
+    img = panels
     deadline = time.monotonic() + timeout_s
-    last, since = img.get_attribute("src"), time.monotonic()
+    last, since = _srcs(img), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = img.get_attribute("src")
+        now = _srcs(img)
         if now != last:
             last, since = now, time.monotonic()
         elif (old is None or now != old) and time.monotonic() - since > 1.5:
@@ -249,7 +268,7 @@ WATCH_SRC = """img => {
     window.__srcWatch = new MutationObserver(() => {
         if (window.__srcChangedAt === null) window.__srcChangedAt = performance.now();
     });
-    window.__srcWatch.observe(img, {attributes: true, attributeFilter: ["src"]});
+    window.__srcWatch.observe(img, {attributes: true, attributeFilter: ["src"], subtree: true});
     window.__actionAt = performance.now();
 }"""
 
@@ -257,10 +276,9 @@ WATCH_SRC = """img => {
 def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
     """Move every control of every explorer; return (control, latency s, changed pixels)."""
     results = []
-    images = page.locator(".jp-OutputArea-output img.widget-image")
-    for e in range(images.count()):
-        img = images.nth(e)
-        area = img.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')][1]")
+    for e, area in enumerate(_explorer_areas(page)):
+        # The explorer's panels: one picture each, in one wrapping row (helpers.widgets.base.Panels).
+        img = area.locator(".widget-hbox:has(> img.widget-image)").first
         area.scroll_into_view_if_needed()
         area.screenshot(path=str(ARTIFACTS / f"{name[:2]}-e{e}-explorer.png"))  # controls and plot, as laid out
         for selector, act in CONTROLS:
@@ -293,9 +311,101 @@ def _drive_explorers(page, name: str) -> list[tuple[str, float, int]]:
     return results
 
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _shutdown_kernels(url: str, token: str) -> None:
+    """End every session (kernel) the tests started: 2 cores do not run seven idle kernels well."""
+    with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=10) as r:
+        sessions = json.load(r)
+    for session in sessions:
+        req = urllib.request.Request(f"{url}/api/sessions/{session['id']}?token={token}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+
+
+def _open_file_browser(page) -> None:
+    """The file browser open on the left, as JupyterLab starts (the narrowest output area: 577 px at 1024)."""
+    page.evaluate("() => { if (window.jupyterapp.shell.leftCollapsed) window.jupyterapp.commands.execute('filebrowser:activate'); }")
+    page.wait_for_function("() => !window.jupyterapp.shell.leftCollapsed", timeout=10_000)
+    page.wait_for_timeout(500)  # the layout settles
+
+
+def _explorer_areas(page):
+    areas = page.locator(".jp-OutputArea-output:has(img.widget-image)")
+    return [areas.nth(i) for i in range(areas.count())]
+
+
+def _check_fit(page, name: str) -> list[str]:
+    """Every explorer fits its output area: no horizontal scrollbar, each picture at its drawn size."""
+    report = []
+    for e, area in enumerate(_explorer_areas(page)):
+        area.scroll_into_view_if_needed()
+        m = area.evaluate("""el => ({area: el.clientWidth, scroll: el.scrollWidth,
+            overflow: Array.from(el.querySelectorAll('*')).some(c => c.scrollWidth > c.clientWidth + 1
+                && getComputedStyle(c).overflowX !== 'visible' && getComputedStyle(c).overflowX !== 'hidden'),
+            imgs: Array.from(el.querySelectorAll('img.widget-image')).map(i => [i.getBoundingClientRect().width,
+                i.naturalWidth, i.getBoundingClientRect().right - el.getBoundingClientRect().right])})""")
+        area.screenshot(path=str(ARTIFACTS / f"{name[:2]}-e{e}-fit-1024.png"))
+        report.append(f"{name[:2]}-e{e}: output area {m['area']} px, pictures {[round(w) for w, _, _ in m['imgs']]} px")
+        assert m["scroll"] <= m["area"] + 1 and not m["overflow"], f"{name} explorer {e}: a horizontal scrollbar ({m})"
+        for shown, drawn, past in m["imgs"]:
+            assert abs(shown - drawn) <= 1, f"{name} explorer {e}: a picture drawn {drawn} px wide is shown at {shown:.0f} px"
+            assert past <= 1, f"{name} explorer {e}: a picture reaches {past:.0f} px past the output area"
+    return report
+
+
+def _explorer_cells(page) -> list[int]:
+    """Indices of the cells whose output is an explorer (a live widget view beside a picture)."""
+    return page.evaluate(
+        "() => { const cells = window.jupyterapp.shell.currentWidget.content.model.cells; const found = [];"
+        " for (let i = 0; i < cells.length; i++) { const c = cells.get(i); if (c.type !== 'code') continue;"
+        "  const outs = c.outputs.toJSON(); if (outs.some(o => o.data && o.data['" + WIDGET_MIME + "']"
+        "   && o.data['image/png'])) found.push(i); } return found; }"
+    )
+
+
+def _wait_idle(page, timeout_ms: int = 120_000) -> None:
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => { const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;"
+        " return k && k.status === 'idle'; }", timeout=timeout_ms)  # fmt: skip
+
+
+def _restart_then_run_explorers_alone(page, name: str) -> None:
+    """After a kernel restart the explorers say they are stale; each explorer cell run alone builds a live one."""
+    cells = _explorer_cells(page)
+    if not cells:
+        return
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+    _wait_idle(page)
+    page.wait_for_timeout(1000)
+    stale = page.locator(".course-stale:visible").count()
+    assert stale == len(cells), f"{name}: {stale} of {len(cells)} explorers say their kernel is gone after a restart"
+    count = "(i) => window.jupyterapp.shell.currentWidget.content.model.cells.get(i).executionCount"
+    for i in cells:
+        page.evaluate(f"() => {{ const nb = window.jupyterapp.shell.currentWidget; nb.content.activeCellIndex = {i};"
+                      " window.jupyterapp.commands.execute('notebook:run-cell'); }")  # fmt: skip
+        # Ran: a new execution count (the restarted kernel counts from 1), then idle.
+        page.wait_for_function(f"() => ({count})({i}) === 1 + {cells.index(i)}", timeout=120_000)
+        _wait_idle(page)
+        out = page.evaluate(
+            f"() => window.jupyterapp.shell.currentWidget.content.model.cells.get({i}).outputs.toJSON()")
+        errors = [o for o in out if o.get("output_type") == "error"]
+        assert not errors, f"{name}: explorer cell {i} run alone after a restart: {errors[0]['ename']}: {errors[0]['evalue']}"
+        assert any(WIDGET_MIME in o.get("data", {}) for o in out), f"{name}: explorer cell {i} shows no explorer"
+    page.wait_for_timeout(1000)
+    assert page.locator(".course-stale:visible").count() == 0, f"{name}: an explorer still says it is stale"
+    _check_clean(page, f"{name} (explorer cells run alone after a restart)")
+
+
+def _save(page) -> None:
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=60_000)
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=lambda n: n[:2])
 def test_notebook_runs_clean_and_explorers_respond(lab, browser, notebook):
-    url, token = lab
+    url, token, folder = lab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1024, "height": 900})
     try:
@@ -307,20 +417,48 @@ def test_notebook_runs_clean_and_explorers_respond(lab, browser, notebook):
             page.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-page.png"))
         print(f"{notebook}: Run All took {time.monotonic() - start:.1f} s")
         _check_clean(page, notebook)
+        # What Run All leaves is what the notebook's last lines set: no value echoed back by a slider later.
+        page.wait_for_timeout(1500)
+        readouts = page.locator(".widget-slider:has(label:text-is('temperature')) .widget-readout")
+        for r in range(readouts.count() if notebook.startswith("04") else 0):
+            assert readouts.nth(r).inner_text() == "1.00", f"{notebook}: temperature shows {readouts.nth(r).inner_text()}"
+        _open_file_browser(page)
+        for line in _check_fit(page, notebook):
+            print(line)
         results = _drive_explorers(page, notebook)
         if results:
             lat = sorted(r[1] for r in results)
             print(f"{notebook}: {len(results)} controls, median latency {lat[len(lat) // 2] * 1000:.0f} ms")
         _check_clean(page, notebook)  # moving the controls raised nothing either
+        _restart_then_run_explorers_alone(page, notebook)
+        _save(page)
     finally:
         page.close()
+    # Reopened with its kernel gone, the saved notebook shows its pictures, no "model not found".
+    _shutdown_kernels(url, token)
+    saved = nbformat.read(folder / notebook, as_version=4)
+    outputs = [o for c in saved.cells if c.cell_type == "code" for o in c.outputs]
+    assert not any(WIDGET_MIME in o.get("data", {}) and "image/png" in o.get("data", {}) for o in outputs)
+    pngs = sum("image/png" in o.get("data", {}) for o in outputs)
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
+    try:
+        page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}", wait_until="domcontentloaded")
+        _wait_for_kernel(page)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(ARTIFACTS / f"{notebook[:2]}-reopened.png"))
+        _check_clean(page, f"{notebook} (saved and reopened)")
+        shown = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img").count()
+        assert shown == pngs, f"{notebook} (saved and reopened): {pngs} pictures are stored but {shown} show"
+    finally:
+        page.close()
+        _shutdown_kernels(url, token)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=lambda n: n[:2])
 def test_stored_outputs_show_their_pictures_before_anything_runs(lab, browser, notebook):
     """A learner opens a notebook as shipped (and trusted): every stored picture shows, an
     explorer's too, and no "Error displaying widget" where an explorer's output is."""
-    url, token = lab
+    url, token, _ = lab
     stored = nbformat.read(Path(NOTEBOOKS) / notebook, as_version=4)
     pngs = sum("image/png" in out.get("data", {}) for c in stored.cells if c.cell_type == "code" for out in c.outputs)
     page = browser.new_page(viewport={"width": 1024, "height": 900})
@@ -335,3 +473,22 @@ def test_stored_outputs_show_their_pictures_before_anything_runs(lab, browser, n
         assert shown == pngs, f"{notebook}: {pngs} pictures are stored but {shown} show"
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=lambda n: n[:2])
+def test_opening_a_notebook_and_waiting_past_an_autosave_changes_nothing(lab, browser, notebook):
+    """As shipped, opened, its kernel started, left alone past an autosave (every 5 s here): the file
+    is byte-identical and the tab is not marked modified (no "Save your work?" on closing)."""
+    url, token, folder = lab
+    shipped = (Path(NOTEBOOKS) / notebook).read_bytes()
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
+    try:
+        page.goto(f"{url}/lab/tree/stored/{notebook}?reset&token={token}", wait_until="domcontentloaded")
+        _wait_for_kernel(page)
+        page.wait_for_timeout(12_000)  # JupyterLab marked it modified about 4 s after opening; autosave 5 s
+        dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
+        assert not dirty, f"{notebook}: opening it marked it modified"
+    finally:
+        page.close()
+        _shutdown_kernels(url, token)
+    assert (folder / "stored" / notebook).read_bytes() == shipped, f"{notebook}: opening it changed the file"

@@ -5,7 +5,8 @@
 Runs each notebook top to bottom in a fresh `python3` kernel on the CPU with the same
 environment the test suite uses, then removes what changes from run to run (timings,
 widget state, random widget ids, the exact Python version), stores an explorer's
-picture rather than its live-widget view (see `_picture_instead_of_widget`) and records a fingerprint
+picture rather than its live-widget view (see `nbmeta.picture_instead_of_widget`), stores the
+metadata JupyterLab adds on opening (`nbmeta.as_lab_leaves_it`) and records a fingerprint
 of the code so `tools/check_notebooks.py` can tell when outputs are stale.
 """
 
@@ -24,12 +25,19 @@ from nbclient import NotebookClient
 from helpers.fileio import atomic_write
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nbmeta import META_KEY, code_fingerprint  # noqa: E402
+from nbmeta import (  # noqa: E402
+    META_KEY,
+    WIDGET_MIME,
+    as_lab_leaves_it,
+    code_fingerprint,
+    picture_instead_of_widget,
+)
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-# What ipykernel reports, less the exact Python version (which would make a diff per machine):
-# with the rest already stored, opening a notebook in JupyterLab changes one key at most.
+# What ipykernel reports, less the exact Python version (which would make a diff per machine).
+# JupyterLab marks a notebook modified when the kernel reports other language_info than the
+# stored one; `make lab` (tools/jupyter_lab_config.py) serves each notebook with this Python's
+# version added and removes it again on save, so opening one changes nothing on 3.11-3.14 alike.
 LANGUAGE_INFO = {
     "codemirror_mode": {"name": "ipython", "version": 3},
     "file_extension": ".py",
@@ -38,21 +46,6 @@ LANGUAGE_INFO = {
     "nbconvert_exporter": "python",
     "pygments_lexer": "ipython3",
 }
-
-
-def _picture_instead_of_widget(nb) -> None:
-    """Drop the live-widget view from outputs that also carry a picture (every explorer's does).
-
-    A stored widget view has no model behind it until the cell runs again, so JupyterLab would
-    show "Error displaying widget: model not found" where the picture could be; GitHub and
-    nbviewer would show the picture anyway. Running the cell brings the live widget back.
-    nbval does not compare widget views, so the stored and fresh outputs still agree.
-    """
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if WIDGET_MIME in data and "image/png" in data:
-                del data[WIDGET_MIME]
 
 
 def _deterministic_widget_ids(nb, name: str) -> None:
@@ -99,7 +92,8 @@ def execute(path: Path, timeout: int) -> float:
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
-    _picture_instead_of_widget(nb)
+    picture_instead_of_widget(nb)
+    as_lab_leaves_it(nb)  # "collapsed": true on collapsed cells, as JupyterLab would add it
     _deterministic_widget_ids(nb, path.name)
     _coalesce_streams(nb)
     nb.metadata = {

@@ -68,8 +68,9 @@ def tokenization() -> Figure:
     """Notebook 01's sentence as characters, words and BPE tokens (512-token BPE on 100k pydoc chars)."""
     from matplotlib.patches import Rectangle
 
+    from helpers.bpe import BPETokenizer
     from helpers.data import load_corpus
-    from helpers.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
+    from helpers.tokenizers import CharTokenizer, WordTokenizer
 
     sentence = "The assert statement raises an exception."
     bpe = BPETokenizer.train(load_corpus()[:100_000], vocab_size=512)
@@ -199,7 +200,7 @@ def architecture() -> Figure:
 @figure("05_grad_norms")
 def grad_norms() -> Figure:
     """Per-layer gradient norms at initialisation, 12-layer post-LN vs pre-LN (notebook 05)."""
-    from helpers.layers import Encoder
+    from helpers.stacks import Encoder
 
     def layer_grad_norms(norm_first: bool, n_layers: int = 12, C: int = 64, V: int = 100) -> torch.Tensor:
         set_seed(0)

@@ -32,12 +32,20 @@ from torch import nn
 
 from helpers.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from helpers.attention_plots import draw_query_bars, draw_weights
-from helpers.plots import figure_to_png
 from helpers.positional import SinusoidalPositionalEncoding
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer, lock_when_single
+from helpers.widgets.base import (
+    Explorer,
+    Panels,
+    check_pixels,
+    finite_only,
+    lock_when_single,
+    stale_notice,
+    with_fonts,
+)
 from helpers.widgets.throttle import Throttle
 
+MAX_D_MODEL = 1024
 DEFAULT_SENTENCES = ("我 爱 你", "你 爱 我", "我 喜 欢 猫 。", "the cat sat on the mat", "the dog chased the cat")
 
 
@@ -115,6 +123,7 @@ class AttentionExplorer(Explorer):
 
     def __init__(self, model: DemoAttention, sentences: tuple[str, ...], width: int, height: int, dpi: int = 80):
         self.model, self.dpi = model, dpi
+        self.font_texts = sentences  # Chinese sentences: the CJK font as fallback
         T = len(split_tokens(sentences[0]))
         H = model.attention.n_heads
         style = {"description_width": "initial"}
@@ -127,18 +136,20 @@ class AttentionExplorer(Explorer):
         self.causal = widgets.Checkbox(value=False, description="causal mask", indent=False)
         self.positions = widgets.Checkbox(value=True, description="positions", indent=False)
         self.query = widgets.IntSlider(value=T - 1, min=0, max=T - 1, description="query", **live)
+        finite_only(self.temperature)
         lock_when_single(self.head, self.query)
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
-        self.image = widgets.Image(format="png", width=width, height=height)
         self._syncing = False
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         for control in (self.sentence, self.head, self.temperature, self.causal, self.positions, self.query):
             control.observe(self._on_change, names="value")
-        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
+        row = widgets.Layout(display="flex", flex_flow="row wrap")  # no width 100%: its margins would overflow
         controls = widgets.VBox([widgets.HBox([self.sentence, self.causal, self.positions], layout=row),
                                  widgets.HBox([self.head, self.temperature, self.query], layout=row)])  # fmt: skip
-        self.widget = widgets.VBox([controls, self.image])
+        self._build()
+        self.panels = Panels(self.figure, [[self.ax_heat], [self.ax_bar]])
+        self.widget = widgets.VBox([stale_notice(), controls, self.panels.widget])
         self.update()
 
     @property
@@ -155,6 +166,7 @@ class AttentionExplorer(Explorer):
         if not self._syncing:
             self._redraw()
 
+    @with_fonts
     def _build(self) -> None:
         """Axes, labels and one text per cell for the current sentence; `update` then only changes
         data in place (rebuilding the axes on every move took about half of each redraw)."""
@@ -171,6 +183,7 @@ class AttentionExplorer(Explorer):
         self._row = self.ax_heat.add_patch(Rectangle((-0.5, -0.5), T, 1.0, fill=False, edgecolor="tab:red", linewidth=2))
         self._built_for = self.sentence.value
 
+    @with_fonts
     def update(self) -> None:
         """Recompute the weights for the current controls and redraw the PNG."""
         start = time.perf_counter()
@@ -193,7 +206,8 @@ class AttentionExplorer(Explorer):
         mode = ("causal" if self.causal.value else "full") + ("" if self.positions.value else ", no positions")
         self.ax_heat.set_title(f"head {h}, {mode}, τ = {self.temperature.value:.2f}")
         self.ax_bar.set_title(f"weights of query {t}")
-        self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
+        self.figure.canvas.draw()
+        self.panels.show()
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:
@@ -221,9 +235,10 @@ def attention_explorer(
         width, height: the plot's size in pixels.
     """
     sentences = _check_sentences(sentences)
-    check_int("width", width, minimum=200)
-    check_int("height", height, minimum=120)
-    check_int("d_model", d_model, minimum=2)
-    check_int("n_heads", n_heads, minimum=1)
+    check_pixels(width, height, 200, 120)
+    if not 2 <= check_int("d_model", d_model) <= MAX_D_MODEL:  # a tiny demo: a huge width would take gigabytes
+        raise ValueError(f"d_model must be in [2, {MAX_D_MODEL}], got {d_model}")
+    if not 1 <= check_int("n_heads", n_heads) <= d_model:
+        raise ValueError(f"n_heads must be in [1, d_model={d_model}], got {n_heads}")
     model = build_demo_model(sentences, d_model=d_model, n_heads=n_heads, seed=seed)
     return AttentionExplorer(model, sentences, width, height)

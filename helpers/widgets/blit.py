@@ -57,6 +57,14 @@ class Blitter:
     def render(self, first_changed: int = 0, full: bool = False) -> bytes:
         """Redraw layers ``first_changed..`` on the kept picture and return PNG bytes. ``full`` (and
         the first call) draws the rest of the figure too: needed when something outside the layers changed."""
+        self.draw(first_changed, full)
+        buf = io.BytesIO()  # as matplotlib's savefig writes it, with figure_to_png(fast=True)'s settings
+        matplotlib.image.imsave(buf, self.figure.canvas.buffer_rgba(), format="png", dpi=self.figure.dpi,
+                                metadata={"Software": None}, pil_kwargs={"compress_level": 1})  # fmt: skip
+        return buf.getvalue()
+
+    def draw(self, first_changed: int = 0, full: bool = False) -> None:
+        """As `render`, leaving the picture on the canvas (``figure.canvas.buffer_rgba()``) unencoded."""
         canvas, fig, n = self.figure.canvas, self.figure, len(self.layers)
         if isinstance(first_changed, bool) or not isinstance(first_changed, int) or not 0 <= first_changed < n:
             raise ValueError(f"first_changed must be an int in [0, {n}), got {first_changed!r}")
@@ -74,7 +82,3 @@ class Blitter:
                 self._kept[k] = canvas.copy_from_bbox(fig.bbox)
             for artist in self.layers[k]:
                 fig.draw_artist(artist)
-        buf = io.BytesIO()  # as matplotlib's savefig writes it, with figure_to_png(fast=True)'s settings
-        matplotlib.image.imsave(buf, canvas.buffer_rgba(), format="png", dpi=fig.dpi, metadata={"Software": None},
-                                pil_kwargs={"compress_level": 1})  # fmt: skip
-        return buf.getvalue()

@@ -47,10 +47,19 @@ from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from helpers.models import Transformer
+from helpers.plots import plain_text
 from helpers.validate import check_int, check_sequence
-from helpers.widgets.base import Explorer, StatusLine, lock_when_single
+from helpers.widgets.base import (
+    Explorer,
+    Panels,
+    StatusLine,
+    check_pixels,
+    lock_when_single,
+    show_char,
+    stale_notice,
+    with_fonts,
+)
 from helpers.widgets.blit import Blitter
-from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
 GAP = 1  # empty (NaN, drawn white) cells between two thumbnails
@@ -78,6 +87,7 @@ class CrossAttentionExplorer(Explorer):
                  width: int, height: int, dpi: int = 80):  # fmt: skip
         self.model, self.dpi, self.S = model.eval(), dpi, source_len
         self.src_labels, self.tgt_labels, self.bos_id, self.eos_id = src_labels, tgt_labels, bos_id, eos_id
+        self.font_texts = [*src_labels, *tgt_labels]  # the CJK font only if a label needs it
         self.typeable = {lab: i for i, lab in enumerate(src_labels) if len(lab) == 1}  # what can be typed
         L, H = len(model.decoder.layers), model.decoder.layers[0].cross_attn.n_heads
         live = {"continuous_update": True, "style": {"description_width": "50px"},
@@ -91,16 +101,18 @@ class CrossAttentionExplorer(Explorer):
         self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
-        self.image = widgets.Image(format="png", width=width, height=height)
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._syncing = False
         self._build_figure(L, H)
         self.text.observe(self._on_text, names="value")
         for control in (self.layer, self.head, self.row):
             control.observe(self._on_control, names="value")
-        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
-        self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head, self.row], layout=row),
-                                    self.status, self.image])  # fmt: skip
+        row = widgets.Layout(display="flex", flex_flow="row wrap")  # no width 100%: its margins would overflow
+        # The suptitle (source → output ✓) stays in the whole picture; live, the status line says it.
+        self.panels = Panels(self.figure, [[self.ax_thumbs], [self.ax_big, self._colorbar.ax], [self.ax_bars]],
+                             above=self.suptitle)  # fmt: skip
+        self.widget = widgets.VBox([stale_notice(), self.text, widgets.HBox([self.layer, self.head, self.row], layout=row),
+                                    self.status, self.panels.widget])  # fmt: skip
         self._run_model()
         self.update()
 
@@ -108,15 +120,16 @@ class CrossAttentionExplorer(Explorer):
         """Source ids for ``text`` (exactly S of them) and a note saying what was changed ("" if nothing)."""
         ids = [self.typeable[ch] for ch in text if ch in self.typeable]
         notes = []
-        unknown = sorted(set(text) - set(self.typeable))
+        unknown = list(dict.fromkeys(ch for ch in text if ch not in self.typeable))  # as typed, each once
         if unknown:
             notes.append("skipped, not a source character: " + " ".join(show_char(c) for c in unknown))
         fill = next(iter(self.typeable))
+        typed = f"{len(text)} characters typed" + (f", {len(ids)} of them source characters" if unknown else "")
         if len(ids) < self.S:
-            notes.append(f"{len(ids)} characters typed, the model reads exactly {self.S}: padded with {fill}")
+            notes.append(f"{typed}; the model reads exactly {self.S}: padded with {fill}")
             ids += [self.typeable[fill]] * (self.S - len(ids))
         elif len(ids) > self.S:
-            notes.append(f"{len(ids)} characters typed, the model reads {self.S}: used the first {self.S}")
+            notes.append(f"{typed}; the model reads {self.S}: used the first {self.S}")
             ids = ids[: self.S]
         return ids, "; ".join(notes)
 
@@ -161,6 +174,7 @@ class CrossAttentionExplorer(Explorer):
                 {"ha": "right", "va": "center", **kw}  # fmt: skip
         return [ax.text(*pos(i), "", transform=tr, fontsize=9, **kw) for i in range(n)]
 
+    @with_fonts
     def _build_figure(self, L: int, H: int) -> None:
         """Axes, images, frames, bars, labels and the colour bar, once; later redraws set their data."""
         S, fig = self.S, self.figure
@@ -191,7 +205,7 @@ class CrossAttentionExplorer(Explorer):
         big.set_xlabel("input (source)", fontsize=10, labelpad=16)
         big.set_ylabel("the model writes (row)", fontsize=10, labelpad=38)
         self.big_x, self.big_y = self._labels(big, S, "x"), self._labels(big, S + 1, "y")
-        bar = fig.colorbar(self.big_image, ax=big, fraction=0.05, pad=0.03)
+        bar = self._colorbar = fig.colorbar(self.big_image, ax=big, fraction=0.05, pad=0.03)
         bar.set_ticks([0, 0.5, 1])
         bar.ax.tick_params(labelsize=9)
         bar.set_label("weight", fontsize=9)
@@ -224,13 +238,15 @@ class CrossAttentionExplorer(Explorer):
         self.big_image.set_extent((-0.5, S - 0.5, T - 0.5, -0.5))
         self.ax_big.set_ylim(T - 0.5, -0.5)
         for j, label in enumerate(self.src[0].tolist()):
-            self.big_x[j].set_text(self.src_labels[label])
-            self.bars_x[j].set_text(self.src_labels[label])
+            self.big_x[j].set_text(plain_text(self.src_labels[label]))  # "$" drawn, not read as TeX
+            self.bars_x[j].set_text(plain_text(self.src_labels[label]))
         for t, text in enumerate(self.big_y):
-            text.set_text(self.out_labels[t] if t < T else "")
-        self.suptitle.set_text(f"decoder cross-attention   source {self.used} → model writes {self.written} "
+            text.set_text(plain_text(self.out_labels[t]) if t < T else "")
+        self.suptitle.set_text(f"decoder cross-attention   source {plain_text(self.used)} → model writes "
+                               f"{plain_text(self.written)} "
                                f"{'✓' if self.correct else '✗'}")  # fmt: skip
 
+    @with_fonts
     def update(self) -> None:
         """Redraw for the current controls: data, titles and frames change in place (labels with the source)."""
         start = time.perf_counter()
@@ -251,8 +267,9 @@ class CrossAttentionExplorer(Explorer):
             patch.set_color("tab:orange" if j == need else "tab:blue")
         top = int(self.row_weights.argmax())
         self.top_text.set(x=top, y=float(self.row_weights[top]) + 0.01, text=f"{float(self.row_weights[top]):.2f}")
-        self.ax_bars.set_title(f"weights of row {r} (writes {self.out_labels[r]})", fontsize=11)
-        self.image.value = self._blit.render(0 if source_changed else 1)
+        self.ax_bars.set_title(f"weights of row {r} (writes {plain_text(self.out_labels[r])})", fontsize=11)
+        self._blit.draw(0 if source_changed else 1)
+        self.panels.show()
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:
@@ -301,7 +318,6 @@ def cross_attention_explorer(model: Transformer, *, source: str = "31415926", so
         raise ValueError(f"layer must be in [0, {L}), got {layer}")
     if not 0 <= check_int("head", head) < H:
         raise ValueError(f"head must be in [0, {H}), got {head}")
-    check_int("width", width, minimum=400)
-    check_int("height", height, minimum=200)
+    check_pixels(width, height, 400, 200)
     return CrossAttentionExplorer(model, source, source_len, labels["src_labels"], labels["tgt_labels"], bos_id,
                                   eos_id, layer, head, width, height)  # fmt: skip

@@ -38,17 +38,21 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from helpers.models import GPT
-from helpers.plots import figure_to_png
+from helpers.plots import plain_text
 from helpers.tokenizers import CharTokenizer
-from helpers.validate import check_int
 from helpers.widgets.base import (
     Explorer,
+    Panels,
     StatusLine,
-    check_char_model,
+    char_model_or_pretrained,
+    check_pixels,
+    first_text,
     known_text,
     lock_when_single,
+    show_char,
+    stale_notice,
+    with_fonts,
 )
-from helpers.widgets.next_token import show_char
 from helpers.widgets.throttle import Throttle
 
 
@@ -84,6 +88,7 @@ class GPTAttentionExplorer(Explorer):
 
     def __init__(self, model: GPT, tokenizer: CharTokenizer, text: str, width: int, height: int, dpi: int = 80):
         self.model, self.tokenizer, self.dpi = model.eval(), tokenizer, dpi
+        self.font_texts = tokenizer.chars  # the CJK font only if the model knows CJK characters
         c = model.config
         live = {"continuous_update": True, "style": {"description_width": "60px"},
                 "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
@@ -98,25 +103,29 @@ class GPTAttentionExplorer(Explorer):
         self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer, cached text
         FigureCanvasAgg(self.figure)  # one permanent renderer: text layouts stay cached between redraws
-        self.image = widgets.Image(format="png", width=width, height=height)
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._syncing = False
         self.text.observe(self._on_text, names="value")
         for control in (self.layer, self.head, self.query, self.key, self.scores_view):
             control.observe(self._on_control, names="value")
-        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
-        self.widget = widgets.VBox([self.text, widgets.HBox([self.layer, self.head, self.query, self.key], layout=row),
-                                    self.scores_view, self.status, self.image])  # fmt: skip
+        row = widgets.Layout(display="flex", flex_flow="row wrap")  # no width 100%: its margins would overflow
         self._build()
+        self.panels = Panels(self.figure, [[self.ax_grid], [self.ax_big], [self.ax_terms]])
+        self.widget = widgets.VBox([stale_notice(), self.text,
+                                    widgets.HBox([self.layer, self.head, self.query, self.key], layout=row),
+                                    self.scores_view, self.status, self.panels.widget])  # fmt: skip
         self._run_model()
         self.update()
 
     @torch.no_grad()
     def _run_model(self) -> None:
         known, self.status.text = known_text(self.tokenizer, self.text.value, self.model.config.block_size)
-        self.chars = list(known)
-        ids = torch.tensor([self.tokenizer.encode(known)])  # (1, T)
-        self.q, self.k = queries_and_keys(self.model, ids)  # (L, H, T, hs) each
+        if not known and hasattr(self, "chars"):  # nothing it can read: keep the last picture (the status says so)
+            return
+        self.chars = list(known or first_text(self.tokenizer))
+        known = "".join(self.chars)
+        ids = torch.tensor([self.tokenizer.encode(known)], device=self.model.tok_emb.weight.device)  # (1, T)
+        self.q, self.k = (x.cpu() for x in queries_and_keys(self.model, ids))  # (L, H, T, hs) each, for plotting
         hs = self.q.shape[-1]
         scores = self.q @ self.k.transpose(-2, -1) / math.sqrt(hs)  # (L, H, T, hs) @ (L, H, hs, T) -> (L, H, T, T)
         T = len(self.chars)
@@ -142,6 +151,7 @@ class GPTAttentionExplorer(Explorer):
         if not self._syncing:
             self._redraw()
 
+    @with_fonts
     def _build(self) -> None:
         """The figure's three axes, made once; text and control changes only change data in place
         (one composite image for the whole layer × head grid: 16 separate axes took most of a redraw)."""
@@ -160,8 +170,8 @@ class GPTAttentionExplorer(Explorer):
             grid.axhline(y, color="white", linewidth=3)
         self.frame = grid.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="tab:red", linewidth=2.5,
                                                clip_on=False, zorder=5))  # not cut at the edges
-        grid.set_xticks(np.arange(H) + 0.5, [f"h{h}" for h in range(H)], fontsize=7)
-        grid.set_yticks(np.arange(L) + 0.5, [f"L{layer}" for layer in range(L)], fontsize=7)
+        grid.set_xticks(np.arange(H) + 0.5, [f"h{h}" for h in range(H)], fontsize=8)
+        grid.set_yticks(np.arange(L) + 0.5, [f"L{layer}" for layer in range(L)], fontsize=8)
         grid.tick_params(length=0)
         grid.set_title("every layer × head", fontsize=9, y=1.01)
         for spine in grid.spines.values():
@@ -185,7 +195,7 @@ class GPTAttentionExplorer(Explorer):
         L, H, T = self.weights.shape[:3]
         tiles = self.weights.permute(0, 2, 1, 3).reshape(L * T, H * T)  # (L, H, T, T) -> (L, T, H, T) -> (LT, HT)
         self.grid_image.set_data(tiles.numpy())
-        self.labels = [show_char(ch) for ch in self.chars]
+        self.labels = [plain_text(show_char(ch)) for ch in self.chars]  # "$" drawn, not read as TeX
         big = self.ax_big
         self.big_image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
         big.set_xlim(-0.5, T - 0.5)
@@ -193,10 +203,11 @@ class GPTAttentionExplorer(Explorer):
         # At most 32 labels per axis: more would not be readable in ~260 px, and each costs draw time.
         every = -(-T // 32)  # ceil(T / 32)
         shown = range(T - 1, -1, -every)[::-1]  # always label the last character
-        big.set_xticks(shown, [self.labels[i] for i in shown], fontsize=7)
-        big.set_yticks(shown, [self.labels[i] for i in shown], fontsize=7)
+        big.set_xticks(shown, [self.labels[i] for i in shown], fontsize=8)
+        big.set_yticks(shown, [self.labels[i] for i in shown], fontsize=8)
         self._text_shown = True
 
+    @with_fonts
     def update(self) -> None:
         """Redraw for the current controls: data, titles and frames change in place."""
         start = time.perf_counter()
@@ -227,9 +238,11 @@ class GPTAttentionExplorer(Explorer):
         for bar, term in zip(self.term_bars, self.terms.tolist(), strict=True):
             bar.set_height(term)
             bar.set_color("tab:blue" if term >= 0 else "tab:red")
-        self.ax_terms.set_title(f"{self.labels[t]}→{self.labels[s]}: Σ q_d k_d/√{hs} = {self.score:.2f}, "
-                                f"weight {self.weight:.2f}", fontsize=9, y=1.01)  # fmt: skip
-        self.image.value = figure_to_png(self.figure, dpi=self.dpi, fast=True)
+        self.ax_terms.set_title(f"query “{self.labels[t]}” → key “{self.labels[s]}”: score {self.score:.2f}, "
+                                f"weight {self.weight:.2f}\nbars: q_d·k_d/√{hs} for each d, adding up to the score",
+                                fontsize=9, y=1.01)  # fmt: skip
+        self.figure.canvas.draw()
+        self.panels.show()
         self.last_update_s = time.perf_counter() - start
 
     def __repr__(self) -> str:
@@ -237,12 +250,13 @@ class GPTAttentionExplorer(Explorer):
                 f"query={self.query.value}, key={self.key.value}, scores={self.scores_view.value})")  # fmt: skip
 
 
-def gpt_attention_explorer(model: GPT, tokenizer: CharTokenizer, text: str = "def __init__(self):", *,
-                           width: int = 960, height: int = 340) -> GPTAttentionExplorer:
-    """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc)."""
-    check_char_model(model, tokenizer)
+def gpt_attention_explorer(model: GPT | None = None, tokenizer: CharTokenizer | None = None,
+                           text: str = "def __init__(self):", *, width: int = 960,
+                           height: int = 340) -> GPTAttentionExplorer:  # fmt: skip
+    """Build the explorer for a character-level `GPT` and its `CharTokenizer` (see the module doc);
+    with neither given it loads the shipped model, so the cell needs nothing from the cells above."""
+    model, tokenizer = char_model_or_pretrained(model, tokenizer)
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    check_int("width", width, minimum=400)
-    check_int("height", height, minimum=200)
+    check_pixels(width, height, 400, 200)
     return GPTAttentionExplorer(model, tokenizer, text, width, height)

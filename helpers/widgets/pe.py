@@ -34,10 +34,9 @@ from matplotlib import patheffects
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from helpers.plots import figure_to_png
 from helpers.positional import inverse_frequencies, sinusoidal_table
 from helpers.validate import check_int
-from helpers.widgets.base import Explorer
+from helpers.widgets.base import Explorer, Panels, finite_only, stale_notice, with_fonts
 from helpers.widgets.throttle import Throttle
 
 MAX_LEN, MAX_D_MODEL, BASE_EXP = 256, 512, (1.0, 5.0)  # base from 10 to 100000
@@ -103,26 +102,28 @@ class PEExplorer(Explorer):
                 position, min=0, max=seq_len - 1, description="position m", **common
             ),
         }
-        self.image = widgets.Image(
-            format="png", width=int(FIGSIZE[0] * DPI), height=int(FIGSIZE[1] * DPI)
-        )
         c = self.controls
-        row = widgets.Layout(display="flex", flex_flow="row wrap", width="100%")
-        self.widget = widgets.VBox(
-            [
-                widgets.HBox([c["seq_len"], c["d_model"], c["base"]], layout=row),
-                widgets.HBox([c["dim"], c["position"]], layout=row),
-                self.image,
-            ]
-        )
+        row = widgets.Layout(display="flex", flex_flow="row wrap")  # no width 100%: its margins would overflow
         self._redraw = Throttle(lambda: self.update())  # looked up at call time (tests may wrap update)
         self._build_figure()
+        # The colour bar is the table's; the figure-level labels and titles fall within their axes' panel.
+        self.panels = Panels(self.figure, [[self._axes[0], self._colorbar.ax], [self._axes[1]], [self._axes[2]]])
+        self.widget = widgets.VBox(
+            [
+                stale_notice(),
+                widgets.HBox([c["seq_len"], c["d_model"], c["base"]], layout=row),
+                widgets.HBox([c["dim"], c["position"]], layout=row),
+                self.panels.widget,
+            ]
+        )
         self._busy = False
         self.last_update_s = 0.0
         self.update()
+        finite_only(self.controls["base"])  # first: a NaN base from code never reaches _on_change
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
+    @with_fonts
     def _build_figure(self) -> None:
         self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
         # A permanent Agg canvas keeps one renderer, so text layouts stay cached between redraws
@@ -135,7 +136,7 @@ class PEExplorer(Explorer):
         self._im = ax_map.imshow(
             np.zeros((2, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
         )
-        colorbar = self.figure.colorbar(self._im, ax=ax_map, fraction=0.06, pad=0.02, ticks=[-1, 0, 1])
+        colorbar = self._colorbar = self.figure.colorbar(self._im, ax=ax_map, fraction=0.06, pad=0.02, ticks=[-1, 0, 1])
         colorbar.ax.tick_params(labelsize=8)
         self._titles = []
         for ax, xlabel in zip(
@@ -181,6 +182,7 @@ class PEExplorer(Explorer):
             self.update()
             raise
 
+    @with_fonts
     def update(self) -> None:
         """Recompute the data from the controls, redraw, and put the new PNG into the image."""
         start = time.perf_counter()
@@ -205,7 +207,8 @@ class PEExplorer(Explorer):
             axis=1
         )  # (2T-1, C/2) -> (2T-1,)
         self._draw(T, C, base, dim, m, pair, k, closed)
-        self.image.value = figure_to_png(self.figure, dpi=DPI, fast=True)
+        self.figure.canvas.draw()
+        self.panels.show()
         self.last_update_s = time.perf_counter() - start
 
     def _draw(self, T, C, base, dim, m, pair, k, closed) -> None:

@@ -1,0 +1,69 @@
+"""The shipped CJK font: its bytes, what it covers, and that pictures really use it."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+import helpers.plots  # noqa: F401  (registers the font)
+from helpers.attention_plots import token_labels
+from helpers.cjk import FAMILY, FONT_PATH, check_drawable, missing_glyphs
+
+ROOT = Path(__file__).resolve().parents[1]
+SHA256 = "3f8f4bbf880c770cafdf873c8dec6fe07a7ff31a57c09514b306a3568a71bd48"  # as helpers/fonts/README.md
+
+
+def test_font_is_the_recorded_subset_with_its_licence():
+    data = FONT_PATH.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == SHA256
+    assert len(data) < 2_500_000, f"the font grew to {len(data) / 1e6:.2f} MB"
+    licence = (FONT_PATH.parent / "LICENSE-OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Noto Sans CJK" in licence
+    assert SHA256 in (FONT_PATH.parent / "README.md").read_text(encoding="utf-8")
+
+
+def test_font_covers_every_chinese_character_of_the_course():
+    text = "".join(json.dumps(json.loads(p.read_text(encoding="utf-8")), ensure_ascii=False)
+                   for p in sorted((ROOT / "notebooks").glob("*.ipynb")))  # fmt: skip
+    chinese = {ch for ch in text if 0x4E00 <= ord(ch) <= 0x9FFF}
+    assert chinese, "the notebooks have Chinese examples"
+    assert missing_glyphs("".join(sorted(chinese))) == []
+    assert missing_glyphs("浣溪沙 菩萨蛮 鹧鸪天 西江月，。！？“”") == []
+
+
+def test_missing_glyphs_and_the_refusal_name_the_character():
+    assert missing_glyphs("我爱你 the cat\n") == []
+    assert missing_glyphs("a🤖b🤖") == ["🤖"]
+    with pytest.raises(ValueError, match=r"tokens: .*'🤖' \(U\+1F916\)"):
+        token_labels(["我", "🤖"])
+    with pytest.raises(TypeError, match="text must be a str"):
+        missing_glyphs(None)
+    check_drawable("labels", ["ok", "好"])  # no error
+
+
+def _draw(text: str) -> np.ndarray:
+    fig = Figure(figsize=(1, 0.5), dpi=80)
+    FigureCanvasAgg(fig)
+    fig.text(0.1, 0.3, text, fontsize=14)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., 0]
+
+
+def test_chinese_draws_as_glyphs_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font" would be a warning
+        a, b = _draw("我"), _draw("爱")
+    assert (a < 128).sum() > 20 and not np.array_equal(a, b)  # ink, and two different glyphs (not one box twice)
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    fig.text(0, 0, "我 cat")
+    fig.savefig(io.BytesIO(), format="png")
+    assert fig.texts[0].get_fontfamily() == ["DejaVu Sans", FAMILY]  # Latin first, Chinese falls back

@@ -1,0 +1,76 @@
+"""What every explorer shares: panels that fit a narrow output area, text no smaller than 8 pt,
+and a notice for when its kernel is gone."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+from matplotlib.text import Text
+
+from helpers.models import GPT, GPTConfig, Transformer
+from helpers.tokenizers import CharTokenizer
+from helpers.widgets import (
+    attention_explorer,
+    cross_attention_explorer,
+    gpt_attention_explorer,
+    next_token_explorer,
+    pe_explorer,
+)
+from helpers.widgets.base import STALE_TEXT, Panels
+
+NARROW = 577 - 2 * 8  # JupyterLab's output area at 1024 px with the file browser open, less margins
+TOK = CharTokenizer.from_text("abc def(x):")
+BUILD = {
+    "pe": lambda: pe_explorer(),
+    "attention": lambda: attention_explorer(),
+    "next_token": lambda: next_token_explorer(GPT(GPTConfig(TOK.vocab_size, 32, 16, 4, 4)), TOK, prompt="def f(x):"),
+    "gpt_attention": lambda: gpt_attention_explorer(GPT(GPTConfig(TOK.vocab_size, 32, 16, 4, 4)), TOK, text="def f(x):"),
+    "cross_attention": lambda: cross_attention_explorer(
+        Transformer(12, 12, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.0, max_len=10), source="31415926"),
+}
+
+
+def _walk(w):
+    yield w
+    for child in getattr(w, "children", ()):
+        yield from _walk(child)
+
+
+@pytest.mark.parametrize("name", sorted(BUILD))
+def test_panels_tile_the_figure_and_each_fits_a_narrow_output_area(name):
+    ex = BUILD[name]()
+    cuts, full = ex.panels.cuts, ex.panels.picture
+    assert cuts[0] == 0 and cuts[-1] == int(full.width) and all(a < b for a, b in zip(cuts, cuts[1:], strict=False))
+    for image in ex.panels.images:
+        assert 0 < int(image.width) <= NARROW, f"{name}: a panel {image.width} px wide is scaled down at 1024 px"
+        assert image.layout.max_width == "100%" and image.layout.height == "auto"  # never wider than the area
+    # every picture's text at 8 pt or more (80 dpi: about 9 px)
+    small = [t.get_text() for t in ex.figure.findobj(Text) if t.get_visible() and t.get_text() and t.get_fontsize() < 8]
+    assert not small, f"{name}: text below 8 pt: {small[:5]}"
+    # the controls' rows never ask for more than the area (a 100% width plus margins overflowed by 4 px)
+    assert not any(getattr(w, "layout", None) is not None and w.layout.width == "100%" for w in _walk(ex.widget))
+
+
+@pytest.mark.parametrize("name", sorted(BUILD))
+def test_every_explorer_says_when_its_kernel_is_gone(name):
+    ex = BUILD[name]()
+    notes = [w for w in _walk(ex.widget) if isinstance(w, widgets.HTML) and "jupyter-widgets-disconnected" in w.value]
+    assert len(notes) == 1 and html.escape(STALE_TEXT) in notes[0].value
+    assert 'style="display:none' in notes[0].value  # hidden while the kernel lives
+
+
+def test_panels_crop_the_canvas_and_refuse_bad_groups():
+    ex = BUILD["attention"]()
+    rgba = np.asarray(ex.figure.canvas.buffer_rgba())
+    from io import BytesIO
+
+    from PIL import Image
+
+    first = np.asarray(Image.open(BytesIO(ex.panels.images[0].value)))
+    (y0, y1), x1 = ex.panels.rows[0], ex.panels.cuts[1]
+    assert np.array_equal(first, rgba[y0:y1, :x1])
+    with pytest.raises(ValueError, match="groups"):
+        Panels(ex.figure, [])
