@@ -81,10 +81,15 @@ test-browser: install
 bench: install
 	$(BIN)/python bench/bench_gpt.py
 
-# Re-train pretrained/char_gpt.pt (CPU, 1 thread, seeded); then record the printed sha256 in helpers/pretrained.py.
-.PHONY: pretrain
+# Re-train pretrained/char_gpt.pt and char_gpt_zh.pt (CPU, 1 thread, seeded); then record the
+# printed sha256 values in helpers/pretrained.py. pretrain-zh re-trains only the Song ci model.
+.PHONY: pretrain pretrain-zh
 pretrain: install
 	$(BIN)/python tools/pretrain.py
+	$(BIN)/python tools/pretrain.py --model char_gpt_zh
+
+pretrain-zh: install
+	$(BIN)/python tools/pretrain.py --model char_gpt_zh
 
 # Optional, needs internet: GPT-2 small into checkpoints/gpt2/, sha256-verified (README: Real GPT-2).
 .PHONY: gpt2

@@ -5,6 +5,12 @@
   topics joined in sorted key order with ``"\\n"``, 465,048 characters; PSF licence, see
   ``data/README.md``). The file is checked against its sha256 when loaded, so every Python
   version and OS trains on the same text (the live module differs between versions).
+- `load_corpus("songci")`: the Song ci (宋词) of the ``chinese-poetry`` collection, 21,050 ci,
+  2,059,792 characters (notebook 08, ``load_pretrained("char_gpt_zh")``), shipped
+  bz2-compressed in ``data/songci.txt.bz2`` (MIT licence, see ``data/README.md``); the sha256
+  is checked on the decompressed UTF-8 text.
+- `split_documents(text, val_fraction)`: a split by whole documents (one ci each), so no
+  validation window is a copy of training text.
 - `train_val_split(data, val_fraction, chunks=1)`: the first part trains, the last part validates
   (contiguous, not shuffled, so validation text was never seen as a neighbour); ``chunks=k``
   does that inside each of k equal pieces, so validation samples the whole corpus.
@@ -23,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 from pathlib import Path
 
@@ -31,10 +38,12 @@ import torch
 from helpers.validate import check_int, check_tensor
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-# name -> (file in data/, sha256 of its UTF-8 bytes)
+# name -> (file in data/, sha256 of its UTF-8 bytes; of the decompressed bytes for a .bz2 file)
 CORPORA = {
     "pydoc": ("pydoc_topics.txt", "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"),
+    "songci": ("songci.txt.bz2", "469af004cff30784073fda2943ca22c2238ad755eb92e0dcd6e7b8cee0581305"),
 }
+DOCUMENT_SEPARATOR = "\n\n"  # between two ci of the songci corpus (each ends with its own "\n")
 
 
 def load_corpus(name: str = "pydoc") -> str:
@@ -49,6 +58,12 @@ def load_corpus(name: str = "pydoc") -> str:
         raw = path.read_bytes()
     except OSError as err:
         raise ValueError(f"corpus {name!r}: cannot read {filename} in the repository's data/ folder ({err.strerror})") from None
+    if filename.endswith(".bz2"):
+        try:
+            raw = bz2.decompress(raw)
+        except (OSError, ValueError, EOFError):
+            raise ValueError(f"corpus {name!r}: data/{filename} is not a complete bz2 file; the file was damaged "
+                             "(restore it with git checkout data/)") from None
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected:
         raise ValueError(f"corpus {name!r}: data/{filename} has sha256 {digest[:12]}..., expected {expected[:12]}...; "
@@ -86,6 +101,34 @@ def train_val_split(data, val_fraction: float = 0.1, chunks: int = 1):
     if n_val == 0 or n_val == n:
         raise ValueError(f"val_fraction={val_fraction} of {n} items of data leaves an empty train or val part")
     return data[: n - n_val], data[n - n_val :]
+
+
+def split_documents(text: str, val_fraction: float = 0.1, sep: str = DOCUMENT_SEPARATOR) -> tuple[str, str]:
+    """Split ``text`` into (train, val) by whole documents: the last ``round(n * val_fraction)`` validate.
+
+    Documents are the pieces between ``sep`` (one ci each in the songci corpus). Each part
+    keeps the separator after every document, so ``train + val == text`` when ``text`` ends
+    with ``sep``; a window drawn from val never holds a line of a training document.
+    """
+    check_text_arg("text", text)
+    check_text_arg("sep", sep)
+    if not sep:
+        raise ValueError("sep must not be empty")
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)):
+        raise TypeError(f"val_fraction must be a float, got {type(val_fraction).__name__}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    docs = [d for d in text.split(sep) if d]
+    n_val = round(len(docs) * val_fraction)
+    if n_val == 0 or n_val == len(docs):
+        raise ValueError(f"val_fraction={val_fraction} of {len(docs)} documents leaves an empty train or val part")
+    train, val = docs[: len(docs) - n_val], docs[len(docs) - n_val :]
+    return "".join(d + sep for d in train), "".join(d + sep for d in val)
+
+
+def check_text_arg(name: str, value) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
 
 
 def _concat(pieces):

@@ -38,6 +38,8 @@ MAX_BYTES = 512 << 20  # a shipped model is a few MB; a larger file is refused b
 # name -> (file in pretrained/, sha256 of its bytes); tools/pretrain.py prints the new hash.
 PRETRAINED = {
     "char_gpt": ("char_gpt.pt", "cef42fd36ea1c81ae54e75100c2349230df7a1f6e74b7c16c47ee6b8e7ae11b2"),
+    # Song ci (notebook 08): `make pretrain-zh`; trained on load_corpus("songci") split by whole ci.
+    "char_gpt_zh": ("char_gpt_zh.pt", "3edc2a8a4f954a8524637304cb9b52bdcf162f1cc3fca4ff0209a0e5c9654e81"),
 }
 
 
@@ -52,9 +54,11 @@ def save_pretrained(path, model: GPT, tokenizer: CharTokenizer, **meta) -> str:
         raise TypeError(f"tokenizer must be a CharTokenizer, got {type(tokenizer).__name__}")
     if tokenizer.vocab_size != model.config.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters, the model {model.config.vocab_size}")
-    # Tied weights appear under two names in state_dict; torch.save stores the shared storage once.
+    # A tied head is the embedding table under a second name: converted to float16 the two would
+    # become two tensors and be stored twice (1.6 MB more for V = 6,099), so the head is left out
+    # and re-tied when read.
     state = {k: v.detach().to("cpu", torch.float16) if v.is_floating_point() else v.detach().cpu()
-             for k, v in model.state_dict().items()}
+             for k, v in model.state_dict().items() if not (model.config.tie_weights and k == "head.weight")}
     payload = {"format": FORMAT, "config": dataclasses.asdict(model.config), "chars": list(tokenizer.chars),
                "state": state, "meta": meta}
     path = check_path("path", path)
@@ -82,7 +86,10 @@ def read_pretrained(path, sha256: str | None = None) -> tuple[GPT, CharTokenizer
     config, state = _fields(path, payload)
     model = GPT(config)
     try:
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+        state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+        if config.tie_weights and "head.weight" not in state and "tok_emb.weight" in state:
+            state["head.weight"] = state["tok_emb.weight"]  # saved once (see save_pretrained)
+        model.load_state_dict(state)
     except RuntimeError as e:
         raise ValueError(f"{path} is damaged: field 'state' does not fit its config ({str(e)[:300]})") from None
     try:

@@ -164,3 +164,46 @@ def test_train_val_split_in_chunks_samples_the_whole_corpus():
 def test_train_val_split_chunks_errors(chunks, error):
     with pytest.raises(error, match="chunks"):
         train_val_split(torch.arange(1000), 0.1, chunks=chunks)
+
+
+def test_songci_corpus_is_the_checked_text():
+    import hashlib
+
+    from helpers.data import split_documents
+
+    text = load_corpus("songci")
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == CORPORA["songci"][1]
+    assert len(text) == 2_059_792 and len(set(text)) == 6_099 and text.endswith("\n\n")
+    train, val = split_documents(text, 0.1)
+    assert train + val == text and val.count("\n\n") == 2105
+
+
+def test_load_corpus_refuses_a_damaged_bz2(tmp_path, monkeypatch):
+    import bz2
+
+    import helpers.data as data
+
+    (tmp_path / "songci.txt.bz2").write_bytes(b"BZh9 not really")
+    monkeypatch.setattr(data, "DATA_DIR", tmp_path)
+    with pytest.raises(ValueError, match="not a complete bz2 file"):
+        data.load_corpus("songci")
+    (tmp_path / "songci.txt.bz2").write_bytes(bz2.compress("浣溪沙\n".encode()))
+    with pytest.raises(ValueError, match="has sha256 .* damaged"):
+        data.load_corpus("songci")
+
+
+def test_split_documents_keeps_whole_documents():
+    from helpers.data import split_documents
+
+    text = "a\nb\n\nc\n\nd\ne\n\nf\n\n"
+    train, val = split_documents(text, 0.5)
+    assert (train, val) == ("a\nb\n\nc\n\n", "d\ne\n\nf\n\n")
+    assert split_documents("x\n\ny\n\nz", 0.34) == ("x\n\ny\n\n", "z\n\n")
+    with pytest.raises(ValueError, match="leaves an empty"):
+        split_documents("x\n\ny\n\n", 0.1)
+    with pytest.raises(ValueError, match="val_fraction"):
+        split_documents(text, 1.0)
+    with pytest.raises(TypeError, match="text must be a str"):
+        split_documents(b"x", 0.5)
+    with pytest.raises(ValueError, match="sep must not be empty"):
+        split_documents(text, 0.5, sep="")

@@ -131,3 +131,60 @@ def test_pretrain_script_smoke_run(tmp_path):
     assert done.returncode == 0, done.stderr
     model, tok, meta = read_pretrained(out)
     assert meta["steps"] == 2 and model.config.d_model == 16 and "sha256" in done.stdout
+
+
+def test_a_tied_head_is_stored_once_and_re_tied(tmp_path):
+    model, tok = small_model(), CharTokenizer(list("abcde"))
+    save_pretrained(tmp_path / "m.pt", model, tok)
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert "head.weight" not in payload["state"] and "tok_emb.weight" in payload["state"]
+    loaded, _, _ = read_pretrained(tmp_path / "m.pt")
+    assert loaded.head.weight is loaded.tok_emb.weight
+    assert torch.equal(loaded.head.weight, model.tok_emb.weight.half().float())
+    untied = GPT(GPTConfig(vocab_size=5, block_size=8, d_model=16, n_heads=2, n_layers=1, tie_weights=False))
+    save_pretrained(tmp_path / "u.pt", untied, tok)
+    assert "head.weight" in torch.load(tmp_path / "u.pt", weights_only=True)["state"]
+    assert torch.equal(read_pretrained(tmp_path / "u.pt")[0].head.weight, untied.head.weight.half().float())
+
+
+def test_the_song_ci_model_is_shipped_small_and_loads_with_the_corpus_tokenizer():
+    filename, sha = PRETRAINED["char_gpt_zh"]
+    path = ROOT / "pretrained" / filename
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert path.stat().st_size < 4e6
+    if shutil.which("git") and (ROOT / ".git").exists():
+        assert subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT).returncode == 1
+    model, tok, meta = load_pretrained("char_gpt_zh", with_meta=True)
+    assert tok.chars == CharTokenizer.from_text(load_corpus("songci")).chars
+    assert model.config.tie_weights and model.head.weight is model.tok_emb.weight
+    assert meta["split"] == {"val_fraction": 0.1, "by": "document"}
+    assert meta["train_cpu_seconds"] < 20 * 60  # the budget: about 20 minutes of one CPU thread
+
+
+def test_the_song_ci_model_beats_the_bigram_on_held_out_ci():
+    from helpers.data import split_documents
+    from helpers.ngram import BigramModel
+
+    torch.set_num_threads(1)
+    model, tok, meta = load_pretrained("char_gpt_zh", with_meta=True)
+    train, val = (torch.tensor(tok.encode(t)) for t in split_documents(load_corpus("songci"), 0.1))
+    n, T = 200, model.config.block_size  # 200 windows of the validation ci: 25,600 characters
+    x, y = val[: n * T].view(n, T), val[1 : n * T + 1].view(n, T)
+    with torch.no_grad():
+        loss = sum(model(x[i:i + 50], y[i:i + 50])[1].item() for i in range(0, n, 50)) / (n // 50)
+    bigram = BigramModel(train, tok.vocab_size, 0.7)
+    assert meta["baselines"]["bigram_val"] == pytest.approx(bigram.nll(val), abs=1e-6)
+    assert loss < bigram.nll(val[: n * T + 1]) - 0.3
+
+
+def test_pretrain_script_smoke_run_song_ci(tmp_path):
+    out = tmp_path / "tiny_zh.pt"
+    cmd = [sys.executable, str(ROOT / "tools" / "pretrain.py"), "--model", "char_gpt_zh", "--steps", "2",
+           "--d-model", "16", "--layers", "1", "--heads", "2", "--block", "16", "--batch", "2", "--out", str(out)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    model, tok, meta = read_pretrained(out)
+    assert tok.vocab_size == 6_099 and model.config.block_size == 16 and meta["steps"] == 2
+    assert meta["baselines"]["bigram_val"] == pytest.approx(5.072, abs=1e-3)
+    assert meta["train_cpu_seconds"] > 0
