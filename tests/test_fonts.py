@@ -18,13 +18,13 @@ from helpers.attention_plots import token_labels
 from helpers.cjk import FAMILY, FONT_PATH, check_drawable, missing_glyphs
 
 ROOT = Path(__file__).resolve().parents[1]
-SHA256 = "3f8f4bbf880c770cafdf873c8dec6fe07a7ff31a57c09514b306a3568a71bd48"  # as helpers/fonts/README.md
+SHA256 = "bf8b263b613bec7284c9acc24aed444589ddcf3fa127688e2f7a70a357b290d2"  # as helpers/fonts/README.md
 
 
 def test_font_is_the_recorded_subset_with_its_licence():
     data = FONT_PATH.read_bytes()
     assert hashlib.sha256(data).hexdigest() == SHA256
-    assert len(data) < 2_500_000, f"the font grew to {len(data) / 1e6:.2f} MB"
+    assert len(data) < 4_000_000, f"the font grew to {len(data) / 1e6:.2f} MB"
     licence = (FONT_PATH.parent / "LICENSE-OFL.txt").read_text(encoding="utf-8")
     assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Noto Sans CJK" in licence
     assert SHA256 in (FONT_PATH.parent / "README.md").read_text(encoding="utf-8")
