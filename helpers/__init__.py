@@ -10,7 +10,7 @@ from helpers.attention import (
 from helpers.bpe import BPETokenizer
 from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
-from helpers.data import get_batch, load_corpus, split_documents, train_val_split
+from helpers.data import document_starts, get_batch, load_corpus, split_documents, train_val_split
 from helpers.device import get_device, set_seed
 from helpers.exercises import attempt, rejects, verify
 from helpers.gpt2 import load_gpt2
@@ -32,7 +32,7 @@ __all__ = [
     "FeedForward", "GPT", "GPTConfig", "LearnedPositionalEmbedding", "MultiHeadAttention",
     "SinusoidalPositionalEncoding", "TrainConfig", "Transformer", "WordTokenizer", "causal_mask",
     "check_close", "check_mask",
-    "count_parameters", "estimate_loss", "get_batch", "get_device", "load_checkpoint", "load_corpus", "split_documents",
+    "count_parameters", "estimate_loss", "document_starts", "get_batch", "get_device", "load_checkpoint", "load_corpus", "split_documents",
     "load_pretrained",
     "padding_mask", "parameter_breakdown", "save_checkpoint", "scaled_dot_product_attention",
     "set_seed", "sinusoidal_table", "train", "train_val_split",

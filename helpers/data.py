@@ -15,7 +15,8 @@
   (contiguous, not shuffled, so validation text was never seen as a neighbour); ``chunks=k``
   does that inside each of k equal pieces, so validation samples the whole corpus.
 - `get_batch(data, block_size, batch_size)`: random windows; ``y`` is ``x`` shifted one
-  token to the left, so ``y[b, t]`` is the token that follows ``x[b, :t + 1]``.
+  token to the left, so ``y[b, t]`` is the token that follows ``x[b, :t + 1]``. With
+  ``starts=document_starts(text, block_size)`` every window begins where a ci begins.
 
 Shapes: B = batch_size, T = block_size, N = number of tokens.
     get_batch(data (N,), T, B) -> x (B, T) int64, y (B, T) int64
@@ -126,6 +127,29 @@ def split_documents(text: str, val_fraction: float = 0.1, sep: str = DOCUMENT_SE
     return "".join(d + sep for d in train), "".join(d + sep for d in val)
 
 
+def document_starts(text: str, block_size: int, sep: str = DOCUMENT_SEPARATOR) -> torch.Tensor:
+    """Character offsets of the separator in front of each document of ``text``, as a window start.
+
+    A window drawn from these offsets (``get_batch(..., starts=...)``) opens exactly as a
+    prompt made by `helpers.ci_form.tune_prompt` does: the blank line, then the tune name at
+    positions 2, 3, ... Offsets whose window of ``block_size + 1`` characters would run past the
+    end are left out. Offsets count characters, so they index a character-level encoding.
+    """
+    check_text_arg("text", text)
+    check_text_arg("sep", sep)
+    check_int("block_size", block_size, minimum=1)
+    if not sep:
+        raise ValueError("sep must not be empty")
+    found, i = [], text.find(sep)
+    while i >= 0:
+        if i + len(sep) < len(text) and i + block_size + 1 <= len(text):  # a document follows; the window fits
+            found.append(i)
+        i = text.find(sep, i + len(sep))
+    if not found:
+        raise ValueError(f"text holds no document start with a window of {block_size} + 1 characters after it")
+    return torch.tensor(found)  # (number of documents,)
+
+
 def check_text_arg(name: str, value) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
@@ -142,11 +166,14 @@ def _concat(pieces):
 
 
 def get_batch(data: torch.Tensor, block_size: int, batch_size: int, device=None,
-              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              generator: torch.Generator | None = None,
+              starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw ``batch_size`` random windows of ``block_size`` tokens and their next-token targets.
 
     Start offsets are uniform on [0, N - block_size - 1], drawn with ``generator`` (so a
-    seeded generator gives the same batches every time) on the CPU.
+    seeded generator gives the same batches every time) on the CPU. ``starts`` (a 1-D int
+    tensor, e.g. from `document_starts`) restricts them to those offsets, drawn uniformly:
+    every window then begins where a document begins, as a prompt does.
     """
     check_tensor("data", data, ndim=1, floating=False)
     check_int("block_size", block_size, minimum=1)
@@ -156,9 +183,18 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, device=None,
                          "each window needs block_size + 1 tokens")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    # The last window starts at N - T - 1, so its target still fits in the data.
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
-    idx = starts[:, None] + torch.arange(block_size)  # (B, 1) + (T,) -> (B, T)
+    if starts is None:
+        # The last window starts at N - T - 1, so its target still fits in the data.
+        offsets = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+    else:
+        check_tensor("starts", starts, ndim=1, floating=False)
+        if len(starts) == 0:
+            raise ValueError("starts must hold at least one offset")
+        if int(starts.min()) < 0 or int(starts.max()) > len(data) - block_size - 1:
+            raise ValueError(f"starts must lie in [0, {len(data) - block_size - 1}] (a window of block_size + 1 "
+                             f"tokens must fit in the data), got [{int(starts.min())}, {int(starts.max())}]")
+        offsets = starts[torch.randint(len(starts), (batch_size,), generator=generator)].long()  # (B,)
+    idx = offsets[:, None] + torch.arange(block_size)  # (B, 1) + (T,) -> (B, T)
     data = data.to("cpu", torch.int64)
     x, y = data[idx], data[idx + 1]  # (B, T) each
     if device is not None:

@@ -39,7 +39,7 @@ MAX_BYTES = 512 << 20  # a shipped model is a few MB; a larger file is refused b
 PRETRAINED = {
     "char_gpt": ("char_gpt.pt", "cef42fd36ea1c81ae54e75100c2349230df7a1f6e74b7c16c47ee6b8e7ae11b2"),
     # Song ci (notebook 08): `make pretrain-zh`; trained on load_corpus("songci") split by whole ci.
-    "char_gpt_zh": ("char_gpt_zh.pt", "3edc2a8a4f954a8524637304cb9b52bdcf162f1cc3fca4ff0209a0e5c9654e81"),
+    "char_gpt_zh": ("char_gpt_zh.pt", "81ce75e138c485945315ace3279f69a032a084368d02de6561977de91c458517"),
 }
 
 

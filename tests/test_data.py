@@ -207,3 +207,36 @@ def test_split_documents_keeps_whole_documents():
         split_documents(b"x", 0.5)
     with pytest.raises(ValueError, match="sep must not be empty"):
         split_documents(text, 0.5, sep="")
+
+
+def test_document_starts_open_each_window_like_a_tune_prompt():
+    from helpers.ci_form import tune_prompt
+    from helpers.data import document_starts
+
+    text = "甲\n乙\n一二。\n\n浣溪沙\n晏殊\n一曲新词。\n\n菩萨蛮\n温\n小山。\n\n"
+    starts = document_starts(text, block_size=4)
+    # The first ci has no blank line in front of it; the last blank line has no ci after it.
+    assert [text[s:s + 6] for s in starts.tolist()] == [tune_prompt("浣溪沙"), tune_prompt("菩萨蛮")]
+    # A window of block_size + 1 characters must fit: a long block drops the late starts.
+    assert document_starts(text, block_size=len(text) - starts[1].item() - 1).tolist() == starts.tolist()
+    assert document_starts(text, block_size=len(text) - starts[1].item()).tolist() == starts[:1].tolist()
+    with pytest.raises(ValueError, match="no document start"):
+        document_starts("一首。\n\n", 2)
+    with pytest.raises(TypeError, match="text must be a str"):
+        document_starts(b"x", 2)
+    with pytest.raises(ValueError, match="block_size"):
+        document_starts(text, 0)
+
+
+def test_get_batch_from_given_starts_draws_only_those_windows():
+    data = torch.arange(100)
+    starts = torch.tensor([3, 40, 77])
+    x, y = get_batch(data, 8, 300, generator=torch.Generator().manual_seed(0), starts=starts)
+    assert set(x[:, 0].tolist()) == {3, 40, 77}                 # every start is drawn, no other
+    assert torch.equal(x, x[:, :1] + torch.arange(8)) and torch.equal(y, x + 1)
+    for bad, message in [(torch.tensor([92]), r"starts must lie in \[0, 91\]"), (torch.tensor([-1]), "starts must lie"),
+                         (torch.tensor([], dtype=torch.long), "at least one"), (torch.tensor([1.0]), "integer")]:
+        with pytest.raises((ValueError, TypeError), match=message):
+            get_batch(data, 8, 2, starts=bad)
+    with pytest.raises(TypeError, match="starts"):
+        get_batch(data, 8, 2, starts=[3, 40])

@@ -92,8 +92,10 @@ class GPTAttentionExplorer(Explorer):
         c = model.config
         live = {"continuous_update": True, "style": {"description_width": "60px"},
                 "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
-        self.text = widgets.Text(value=text, description="text", continuous_update=True,
-                                 layout=widgets.Layout(width="98%"))  # fmt: skip
+        # A text area, not a one-line box: a browser drops the newlines of a one-line box on the first
+        # edit, and a ci's lines (notebook 08) are separated by newlines.
+        self.text = widgets.Textarea(value=text, description="text", rows=2, continuous_update=True,
+                                     layout=widgets.Layout(width="98%"))  # fmt: skip
         self.layer = widgets.IntSlider(value=c.n_layers - 1, min=0, max=c.n_layers - 1, description="layer", **live)
         self.head = widgets.IntSlider(value=0, min=0, max=c.n_heads - 1, description="head", **live)
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
