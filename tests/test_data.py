@@ -235,7 +235,8 @@ def test_get_batch_from_given_starts_draws_only_those_windows():
     assert set(x[:, 0].tolist()) == {3, 40, 77}                 # every start is drawn, no other
     assert torch.equal(x, x[:, :1] + torch.arange(8)) and torch.equal(y, x + 1)
     for bad, message in [(torch.tensor([92]), r"starts must lie in \[0, 91\]"), (torch.tensor([-1]), "starts must lie"),
-                         (torch.tensor([], dtype=torch.long), "at least one"), (torch.tensor([1.0]), "integer")]:
+                         (torch.tensor([], dtype=torch.long), "at least one"), (torch.tensor([1.0]), "integer"),
+                         (torch.tensor([True, False]), "integer")]:
         with pytest.raises((ValueError, TypeError), match=message):
             get_batch(data, 8, 2, starts=bad)
     with pytest.raises(TypeError, match="starts"):
