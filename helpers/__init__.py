@@ -12,7 +12,7 @@ from helpers.checkpoint import load_checkpoint, save_checkpoint
 from helpers.compare import check_close
 from helpers.data import document_starts, get_batch, load_corpus, split_documents, train_val_split
 from helpers.device import get_device, set_seed
-from helpers.exercises import attempt, rejects, verify
+from helpers.exercises import attempt, call_unchanged, refuse_calls, rejects, verify
 from helpers.gpt2 import load_gpt2
 from helpers.gpt2_tokenizer import GPT2Tokenizer
 from helpers.layers import DecoderLayer, EncoderLayer, FeedForward
@@ -38,4 +38,4 @@ __all__ = [
     "set_seed", "sinusoidal_table", "train", "train_val_split",
 ]
 __all__ += ["GPT2Tokenizer", "load_gpt2"]
-__all__ += ["attempt", "rejects", "verify"]
+__all__ += ["attempt", "call_unchanged", "refuse_calls", "rejects", "verify"]
