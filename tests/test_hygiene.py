@@ -184,13 +184,24 @@ def check_learning_goals(nb) -> list[str]:
     return [f"no 'Learning goals' heading or bold line in the first {GOALS_WITHIN_CELLS} cells"]
 
 
+CHECKS_DIR = Path(__file__).resolve().parent.parent / "helpers" / "checks"
+
+
 def _exercise_functions(nb) -> dict[str, ast.FunctionDef]:
+    """The notebook's own functions, and those it imports from its checks module
+    (``from helpers.checks.nbNN import check_exercise_1``): the learner can open both."""
     defs = {}
     for _, cell in _code_cells(nb):
         tree = _parse(cell.source)
         for node in ast.walk(tree) if tree else ():
             if isinstance(node, ast.FunctionDef):
                 defs[node.name] = node
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("helpers.checks."):
+                path = CHECKS_DIR / (node.module.rsplit(".", 1)[1] + ".py")
+                module = _parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+                for fn in ast.walk(module) if module else ():
+                    if isinstance(fn, ast.FunctionDef):
+                        defs.setdefault(fn.name, fn)
     return defs
 
 
