@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +22,12 @@ from helpers.data import load_corpus
 from helpers.fileio import atomic_write
 from helpers.models import GPT, GPTConfig
 from helpers.pretrained import FORMAT, PRETRAINED, PRETRAINED_DIR, read_pretrained
-from helpers.tokenizers import CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import pretrain  # noqa: E402
 import seed_shift  # noqa: E402
-
 
 # --- 1. tools/pretrain.py never overwrites a shipped, hash-pinned model by default -------------------
 
