@@ -121,6 +121,10 @@ def train_val_split(data, val_fraction: float = 0.1, chunks: int = 1):
         if chunks > n:
             raise ValueError(f"chunks ({chunks}) must not exceed the number of items ({n})")
         cuts = [n * i // chunks for i in range(chunks + 1)]  # k + 1 boundaries, pieces differ by <= 1 item
+        smallest = n // chunks
+        if round(smallest * val_fraction) == 0 or round(smallest * val_fraction) == smallest:
+            raise ValueError(f"chunks={chunks} cuts {n} items into pieces of {smallest}: val_fraction={val_fraction} "
+                             "of a piece leaves an empty train or val part; use fewer chunks")
         parts = [train_val_split(data[a:b], val_fraction) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
     n_val = round(n * val_fraction)

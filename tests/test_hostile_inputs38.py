@@ -38,3 +38,11 @@ def test_bigram_samples_at_a_low_temperature_and_checks_ids():
     assert len(out) == 20 and all(0 <= i < 3 for i in out)
     with pytest.raises(ValueError, match="prev"):
         m.prob(torch.tensor([-1]), torch.tensor([0]))
+
+
+def test_train_val_split_names_chunks_when_pieces_are_too_small():
+    from helpers.data import train_val_split
+
+    with pytest.raises(ValueError, match="chunks=5"):
+        train_val_split(list(range(20)), 0.1, chunks=5)
+    assert train_val_split(list(range(100)), 0.1, chunks=5)[1] == [18, 19, 38, 39, 58, 59, 78, 79, 98, 99]
