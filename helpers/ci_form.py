@@ -83,9 +83,11 @@ def tune_patterns(text: str, tunes: Sequence[str] | None = None) -> dict[str, Tu
     """
     _check_str("text", text)
     if tunes is not None:
-        if isinstance(tunes, str) or not all(isinstance(t, str) for t in tunes):
+        if isinstance(tunes, str) or not hasattr(tunes, "__iter__"):
             raise TypeError("tunes must be a list of tune names (str), or None")
-        tunes = list(tunes)
+        tunes = list(tunes)  # first: checking a generator would consume it
+        if not all(isinstance(t, str) for t in tunes):
+            raise TypeError("tunes must be a list of tune names (str), or None")
     counts: dict[str, Counter] = {}
     for block in text.split(DOCUMENT_SEPARATOR):
         if block.count("\n") < 2:  # empty piece or a block with no poem
@@ -152,8 +154,8 @@ def matched_lines(text: str, pattern: Sequence[int]) -> int:
 
 
 def _check_pattern(pattern) -> None:
-    if isinstance(pattern, str) or not all(isinstance(n, int) and not isinstance(n, bool) for n in pattern):
-        raise TypeError("pattern must be a sequence of ints (characters per line)")
+    if isinstance(pattern, (str, bytes)) or not isinstance(pattern, (list, tuple)) or not all(isinstance(n, int) and not isinstance(n, bool) for n in pattern):
+        raise TypeError(f"pattern must be a sequence of ints (a list or tuple: characters per line), got {pattern!r}"[:200])
 
 
 def form_share(samples: Sequence[str], pattern: Sequence[int]) -> float:
@@ -187,4 +189,10 @@ def total_variation(p: dict, q: dict) -> float:
     """Total variation distance between two distributions given as {value: probability}: half the L1 distance."""
     if not isinstance(p, dict) or not isinstance(q, dict):
         raise TypeError("p and q must be dicts {value: probability}")
+    for name, d in (("p", p), ("q", q)):
+        values = list(d.values())
+        if not d or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in values) \
+                or abs(sum(values) - 1) > 1e-6:
+            raise ValueError(f"{name} must be a non-empty distribution: probabilities in [0, 1] that sum to 1, "
+                             f"got {d!r}"[:200])
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))

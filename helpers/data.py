@@ -36,41 +36,66 @@ from pathlib import Path
 
 import torch
 
+from helpers.untrusted import read_bytes
 from helpers.validate import check_int, check_tensor
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-# name -> (file in data/, sha256 of its UTF-8 bytes; of the decompressed bytes for a .bz2 file)
+# name -> (file in data/, sha256 of its UTF-8 bytes; of the decompressed bytes for a .bz2 file,
+# and the number of those bytes: nothing larger is read or decompressed)
 CORPORA = {
-    "pydoc": ("pydoc_topics.txt", "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"),
-    "songci": ("songci.txt.bz2", "469af004cff30784073fda2943ca22c2238ad755eb92e0dcd6e7b8cee0581305"),
+    "pydoc": ("pydoc_topics.txt", "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4", 466_195),
+    "songci": ("songci.txt.bz2", "469af004cff30784073fda2943ca22c2238ad755eb92e0dcd6e7b8cee0581305", 5_734_701),
 }
 DOCUMENT_SEPARATOR = "\n\n"  # between two ci of the songci corpus (each ends with its own "\n")
 
 
 def load_corpus(name: str = "pydoc") -> str:
-    """Return the named built-in corpus as one string, after checking its sha256."""
+    """Return the named built-in corpus as one string, after checking its sha256.
+
+    The file is read through `helpers.untrusted.read_bytes` (regular files only: a FIFO or a
+    link to ``/dev/zero`` is refused, not read forever) and never beyond the corpus's known
+    size; a compressed corpus is decompressed only to one byte past it (a bz2 bomb stops there).
+    """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if name not in CORPORA:
         raise ValueError(f"unknown corpus {name!r}; valid names: {', '.join(CORPORA)}")
-    filename, expected = CORPORA[name]
+    filename, expected, size = CORPORA[name]
     path = DATA_DIR / filename
+    restore = "the file was changed or damaged (restore it with git checkout data/)"
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, f"corpus file ({name})", limit=size)  # compressed, it is smaller still
     except OSError as err:
         raise ValueError(f"corpus {name!r}: cannot read {filename} in the repository's data/ folder ({err.strerror})") from None
+    except ValueError as err:
+        raise ValueError(f"corpus {name!r}: {err}; {restore}") from None
     if filename.endswith(".bz2"):
-        try:
-            raw = bz2.decompress(raw)
-        except (OSError, ValueError, EOFError):
-            raise ValueError(f"corpus {name!r}: data/{filename} is not a complete bz2 file; the file was damaged "
-                             "(restore it with git checkout data/)") from None
+        raw = _bunzip2(raw, size, f"corpus {name!r}: data/{filename}", restore)
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected:
         raise ValueError(f"corpus {name!r}: data/{filename} has sha256 {digest[:12]}..., expected {expected[:12]}...; "
-                         "the file was changed or damaged (restore it with git checkout data/)")
+                         + restore)
     # newline="" semantics: the bytes are the text; no platform newline translation.
     return raw.decode("utf-8")
+
+
+def _bunzip2(raw: bytes, size: int, label: str, restore: str) -> bytes:
+    """The bz2 stream(s) in ``raw``, decompressed to at most ``size + 1`` bytes (enough to see it is too long)."""
+    out, rest = [], raw
+    try:
+        while rest:
+            d = bz2.BZ2Decompressor()
+            out.append(d.decompress(rest, max_length=size + 1 - sum(map(len, out))))
+            if sum(map(len, out)) > size:
+                raise ValueError(f"{label} decompresses to more than the corpus's {size} bytes; {restore}")
+            if not d.eof:
+                raise EOFError
+            rest = d.unused_data
+    except (OSError, ValueError, EOFError) as e:
+        if isinstance(e, ValueError) and str(e).startswith(label):
+            raise
+        raise ValueError(f"{label} is not a complete bz2 file; {restore}") from None
+    return b"".join(out)
 
 
 def train_val_split(data, val_fraction: float = 0.1, chunks: int = 1):
@@ -96,6 +121,10 @@ def train_val_split(data, val_fraction: float = 0.1, chunks: int = 1):
         if chunks > n:
             raise ValueError(f"chunks ({chunks}) must not exceed the number of items ({n})")
         cuts = [n * i // chunks for i in range(chunks + 1)]  # k + 1 boundaries, pieces differ by <= 1 item
+        smallest = n // chunks
+        if round(smallest * val_fraction) == 0 or round(smallest * val_fraction) == smallest:
+            raise ValueError(f"chunks={chunks} cuts {n} items into pieces of {smallest}: val_fraction={val_fraction} "
+                             "of a piece leaves an empty train or val part; use fewer chunks")
         parts = [train_val_split(data[a:b], val_fraction) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         return _concat([p[0] for p in parts]), _concat([p[1] for p in parts])
     n_val = round(n * val_fraction)

@@ -28,8 +28,13 @@ def check_path(name: str, path) -> Path:
     """Return ``path`` as a `Path` if it is a str or os.PathLike naming a file (not a directory)."""
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
-    if not str(path).strip():
-        raise ValueError(f"{name} must not be empty")
+    text = os.fspath(path)
+    if isinstance(text, bytes) or not text.strip():
+        raise ValueError(f"{name} must be a non-empty str path, got {text!r}")
+    if "\0" in text:
+        raise ValueError(f"{name} {text!r} contains a NUL byte, which no file name may hold")
+    if text.endswith(("/", os.sep)) or (os.altsep and text.endswith(os.altsep)):
+        raise ValueError(f"{name} {text!r} ends with a separator: it names a folder; give a file name inside it")
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{name} {str(path)!r} is a directory; give a file name inside it")
@@ -53,7 +58,8 @@ def _umask() -> int:
 def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, name: str = "path"):
     """Open a temporary file next to ``path`` for writing; on success, replace ``path`` with it.
 
-    Creates missing parent directories. ``mode`` is "wb" or "w" (text, then ``encoding``).
+    Creates missing parent directories. A symlink is written through: its target gets the new
+    bytes (atomically, next to the target) and the link stays. ``mode`` is "wb" or "w" (text, then ``encoding``).
     A file that is replaced keeps its permission bits (a private file stays private); a new
     one gets those a plain ``open`` would give. Any legal file name works, up to NAME_MAX.
     Errors: TypeError/ValueError for a bad ``path``; OSError (naming ``path``) when the
@@ -63,6 +69,10 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, name: s
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     path = check_path(name, path)
+    if path.is_symlink():  # write through a link (a linked file is updated, the link stays a link)
+        path = Path(os.path.realpath(path))
+        if path.is_dir():
+            raise ValueError(f"{name} is a link to the directory {path}; give a file name")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # The temp name must be legal wherever the target's is: a 255-byte name plus the random part

@@ -43,6 +43,11 @@ class BigramModel:
 
     def prob(self, prev: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
         """p(nxt | prev) for pairs of id tensors of one shape."""
+        # an id of -1 or V would index another row silently (wrapped or a neighbour's key)
+        prev = check_token_ids(check_tensor("prev", prev, floating=False), self.vocab_size, name="prev")
+        nxt = check_token_ids(check_tensor("nxt", nxt, floating=False), self.vocab_size, name="nxt")
+        if prev.shape != nxt.shape:
+            raise ValueError(f"prev and nxt must have one shape, got {tuple(prev.shape)} and {tuple(nxt.shape)}")
         key = prev * self.vocab_size + nxt
         pos = torch.searchsorted(self.keys, key).clamp(max=len(self.keys) - 1)
         pair = torch.where(self.keys[pos] == key, self.counts[pos], 0).double()
@@ -87,7 +92,8 @@ class BigramModel:
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         out, prev = [], prompt[-1]
         for _ in range(n):
-            p = self.next_distribution(prev) ** (1.0 / temperature)  # (V,)
-            prev = int(torch.multinomial(p / p.sum(), 1, generator=generator))
+            # In log space: p ** (1 / T) underflows to all zeros at a low T (then multinomial fails).
+            logp = torch.log(self.next_distribution(prev)) / temperature  # (V,)
+            prev = int(torch.multinomial(torch.softmax(logp, dim=0), 1, generator=generator))
             out.append(prev)
         return out

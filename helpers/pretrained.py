@@ -119,6 +119,18 @@ def _fields(path: Path, payload: dict) -> tuple[GPTConfig, dict]:
         raise ValueError(f"{path} is damaged: field 'config': {e}") from None
     # A config of a billion layers must not be built from a file of a few kB: the model's size
     # must be that of the tensors stored (shapes are checked again by load_state_dict).
+    # Count what is stored, not what the shapes claim: a tensor expanded with stride 0 has a
+    # shape of billions over a few bytes, and would become that many floats when converted.
+    for k, v in state.items():
+        if v.layout != torch.strided:
+            raise ValueError(f"{path} is damaged: tensor {k!r} is {v.layout}, not a dense tensor")
+        if v.numel() * v.element_size() > v.untyped_storage().nbytes():
+            raise ValueError(f"{path} is damaged: tensor {k!r} claims shape {tuple(v.shape)} (strides {v.stride()}) "
+                             f"over {v.untyped_storage().nbytes()} stored bytes")
+    storages = {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes() for v in state.values()}
+    claimed = sum(v.numel() * v.element_size() for v in state.values())
+    if claimed > sum(storages.values()):  # many names over one storage: the same bytes counted again and again
+        raise ValueError(f"{path} is damaged: its tensors claim {claimed} bytes over {sum(storages.values())} stored")
     stored = sum(v.numel() for v in state.values() if v.is_floating_point())
     C, F, L, V = config.d_model, config.d_ff, config.n_layers, config.vocab_size
     needed = V * C + L * (4 * C * C + 2 * C * F)  # a lower bound: embedding, attention and feed-forward matrices

@@ -39,9 +39,18 @@ def without_helpers(tb: types.TracebackType | None) -> types.TracebackType | Non
 
 
 def show_assertion(shell, etype, value, tb, tb_offset=None):
-    """IPython custom exception handler (``set_custom_exc``): show the traceback without our frames."""
+    """IPython custom exception handler (``set_custom_exc``): show the traceback without our frames.
+
+    Everything else is what IPython's own ``showtraceback`` does: ``sys.last_*`` record the
+    error with its whole traceback (so ``%debug`` opens it, helpers' frames included), and
+    ``%pdb on`` drops into the debugger.
+    """
+    shell._get_exc_info((etype, value, tb))  # sets sys.last_type/value/traceback (and last_exc)
     stb = shell.InteractiveTB.structured_traceback(etype, value, without_helpers(tb), tb_offset=tb_offset)
+    shell.InteractiveTB.tb = None  # the debugger then reads sys.last_traceback: the whole traceback
     shell._showtraceback(etype, value, stb)
+    if shell.call_pdb:
+        shell.debugger(force=True)
     return stb
 
 

@@ -7,7 +7,7 @@ these functions, which
 - open regular files only (a FIFO would block `open`, ``/dev/zero`` never ends);
 - refuse a file larger than the limit for its kind *before* reading it, and read it once,
   so a hash is checked on the very bytes that are then parsed;
-- parse JSON strictly (duplicate keys, NaN/Infinity and 4300-digit numbers refused);
+- parse JSON strictly (duplicate keys, NaN/Infinity, 1e999 and 4300-digit numbers refused);
 - run ``torch.load(weights_only=True)`` and turn its refusal into a message that names the
   file and never suggests turning the safety off;
 - confine a name read from a file (a ``refs/main`` of the Hugging Face cache) to its folder.
@@ -86,11 +86,18 @@ def _no_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):  # 1e999: json.loads would give inf, which NaN checks miss
+        raise ValueError(f"the number {token[:40]} is too large for a float")
+    return value
+
+
 def parse_json(text: str, source: str, what: str):
     """JSON from ``text``, strictly; ValueError names ``source`` (duplicate keys are refused: two
     readers would keep different ones)."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError(f"{source} is not a {what}: its JSON is nested too deeply") from None
     except ValueError as e:  # JSONDecodeError, duplicate keys, NaN, a number of more than 4300 digits

@@ -18,7 +18,7 @@ from helpers.attention_plots import token_labels
 from helpers.cjk import FAMILY, FONT_PATH, check_drawable, missing_glyphs
 
 ROOT = Path(__file__).resolve().parents[1]
-SHA256 = "bf8b263b613bec7284c9acc24aed444589ddcf3fa127688e2f7a70a357b290d2"  # as helpers/fonts/README.md
+SHA256 = "409a05cbf0a080032a28705debdc30895edbd27a4be24414de12cc7bda1896e6"  # as helpers/fonts/README.md
 
 
 def test_font_is_the_recorded_subset_with_its_licence():
@@ -66,4 +66,44 @@ def test_chinese_draws_as_glyphs_without_warnings():
     FigureCanvasAgg(fig)
     fig.text(0, 0, "我 cat")
     fig.savefig(io.BytesIO(), format="png")
-    assert fig.texts[0].get_fontfamily() == ["DejaVu Sans", FAMILY]  # Latin first, Chinese falls back
+    assert fig.texts[0].get_fontfamily() == ["DejaVu Sans", FAMILY, "Course CJK Ext"]  # Latin first, Chinese falls back
+
+
+EXT_SHA256 = "411ca3089b699f52cc9d0c85e238fec4e427eb48c06bdbcddb46c2d5c1ced25a"  # as helpers/fonts/README.md
+
+
+def test_extension_font_is_the_recorded_subset_with_its_licence():
+    from helpers.cjk import EXT_PATH
+
+    assert hashlib.sha256(EXT_PATH.read_bytes()).hexdigest() == EXT_SHA256
+    licence = (EXT_PATH.parent / "LICENSE-OFL-HanaMin.txt").read_text(encoding="utf-8")
+    assert "SIL Open Font License, Version 1.1" in licence and "GlyphWiki" in licence
+    assert EXT_SHA256 in (EXT_PATH.parent / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["char_gpt", "char_gpt_zh"])
+def test_every_character_a_shipped_model_can_write_is_drawable(name):
+    """Issue 38 item 7: derived from the tokenizer itself, not from a list of blocks."""
+    from helpers.pretrained import load_pretrained
+
+    _, tok = load_pretrained(name)
+    assert missing_glyphs("".join(tok.chars)) == []
+
+
+def test_extension_b_characters_draw_as_glyphs():
+    blank = _draw("")
+    for ch in "𠺕𠿏𥱧𦟂𧣴𩉾𩘟":
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert (_draw(ch) != blank).any(), f"U+{ord(ch):04X} drew nothing"
+
+
+@pytest.mark.parametrize("ch", ["\0", "\r", "\x7f", "\ue000", "\U000e0001", "\U0010fffd", "\ud800", "\u0378"])
+def test_non_printables_that_would_draw_as_boxes_are_reported(ch):
+    assert missing_glyphs(f"a{ch}b") == [ch]
+    with pytest.raises(ValueError, match="no glyph"):
+        check_drawable("labels", [f"x{ch}"])
+
+
+def test_newline_and_tab_are_not_reported():
+    assert missing_glyphs("a\nb\tc") == []

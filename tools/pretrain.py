@@ -4,11 +4,17 @@
     PYTHONPATH=. .venv/bin/python tools/pretrain.py --steps 50  # a quick smoke run
     PYTHONPATH=. .venv/bin/python tools/pretrain.py --model char_gpt_zh   # the Song ci model (make pretrain-zh)
 
+Where the file goes: ``artifacts/pretrained/<model>.pt`` (ignored by git) unless ``--out`` says
+otherwise; the shipped, hash-pinned ``pretrained/<model>.pt`` is written only with
+``--overwrite-shipped`` (a smoke run must never replace the model six notebooks load). The run
+ends by printing how to install the new file and its sha256. Every argument is checked
+before the corpus is read or a step is trained.
+
 Reproducible: ``set_seed(0)`` (1 CPU thread), batches from ``torch.Generator().manual_seed(1)``,
 evaluation batches from their own generators; the same machine gives the same file. Another
 CPU (instruction set, BLAS) gives slightly different last digits and so a slightly different
 model, whose loss should agree to about two decimals (not checked on another machine). The
-run prints the file's sha256: record it in ``helpers/pretrained.py``.
+run prints the file's sha256: record it in ``helpers/pretrained.py`` when installing it.
 
 The shipped run (4000 steps, defaults below): val 1.166 nats (1.68 bits/char) on 50 fixed
 batches, 1,860 s of wall time on a shared 2-core machine under heavy load (about 10 minutes
@@ -45,6 +51,7 @@ What else was measured (same machine, same form test on 40 samples per tune unle
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -56,11 +63,14 @@ from helpers.data import document_starts, get_batch, load_corpus, split_document
 from helpers.device import set_seed
 from helpers.models import GPT, GPTConfig
 from helpers.ngram import BigramModel
-from helpers.pretrained import read_pretrained, save_pretrained
+from helpers.pretrained import PRETRAINED, PRETRAINED_DIR, read_pretrained, save_pretrained
 from helpers.tokenizers import CharTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
+from helpers.validate import check_int
 
 ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_DIR = PRETRAINED_DIR  # the hash-pinned files the notebooks load: written only with --overwrite-shipped
+DEFAULT_DIR = ROOT / "artifacts" / "pretrained"  # ignored by git
 VAL_FRACTION, CHUNKS = 0.1, 10
 # The Song ci model: a longer block, so a whole ci (up to about 80 characters for the
 # tunes of notebook 08) and its tune name fit in the context.
@@ -96,7 +106,8 @@ def form_shares(model, tok, patterns: dict) -> dict[str, float]:
     return out
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, every value checked (and the model's and training's configs built) before any work."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=("char_gpt", "char_gpt_zh"), default="char_gpt")
     ap.add_argument("--steps", type=int, default=4000)
@@ -109,12 +120,77 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--windows", choices=("ci", "any"), default="ci",
                     help="char_gpt_zh: training windows start where a ci starts (default) or anywhere")
-    ap.add_argument("--out", default=None, help="default: pretrained/<model>.pt")
-    if ap.parse_known_args()[0].model == "char_gpt_zh":  # its own defaults; flags given still win
+    ap.add_argument("--out", default=None, help="the file to write (default: artifacts/pretrained/<model>.pt)")
+    ap.add_argument("--overwrite-shipped", action="store_true",
+                    help="write the shipped, hash-pinned pretrained/<model>.pt (then record the printed "
+                         "sha256 in helpers/pretrained.py)")
+    if ap.parse_known_args(argv)[0].model == "char_gpt_zh":  # its own defaults; flags given still win
         ap.set_defaults(**ZH_DEFAULTS)
-    args = ap.parse_args()
-    args.out = args.out or str(ROOT / "pretrained" / f"{args.model}.pt")
+    args = ap.parse_args(argv)
+    shipped = SHIPPED_DIR / f"{args.model}.pt"
+    if args.overwrite_shipped and args.out is not None:
+        ap.error("--overwrite-shipped writes pretrained/<model>.pt: give it or --out, not both")
+    if "\0" in str(args.out or ""):
+        ap.error("--out must not contain a NUL byte")
+    out = shipped if args.overwrite_shipped else Path(args.out or DEFAULT_DIR / f"{args.model}.pt")
+    if str(args.out or "").endswith(("/", "\\")) or out.is_dir():
+        ap.error(f"--out {args.out} is a folder; give a file name, e.g. {Path(args.out or '.') / shipped.name}")
+    pinned = None if args.overwrite_shipped else _is_shipped(out) or _is_shipped(partial_path(out))
+    if pinned:
+        ap.error(f"--out {args.out} would write a shipped, hash-pinned model ({pinned.relative_to(ROOT)}); "
+                 "write elsewhere, or pass --overwrite-shipped to replace it on purpose")
+    if out.suffix != ".pt":
+        ap.error(f"--out must name a .pt file, got {str(out)!r}")
+    for parent in (out.parent, *out.parent.parents):  # a file where a folder must be: refuse now, not after training
+        if parent.exists():
+            if not parent.is_dir():
+                ap.error(f"--out {out}: {parent} is a file, not a folder")
+            break
+    if args.steps < 1:
+        ap.error(f"--steps must be >= 1, got {args.steps}")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        ap.error(f"--lr must be a positive finite number, got {args.lr}")
+    try:  # the configs' own checks (d_model divisible by heads, dropout in [0, 1), ...), before the corpus is read
+        args.config = GPTConfig(vocab_size=1, block_size=args.block, d_model=args.d_model, n_heads=args.heads,
+                                n_layers=args.layers, dropout=args.dropout)
+        args.train_config = train_config(args)
+        check_int("--batch", args.batch, minimum=1)
+    except (TypeError, ValueError) as e:
+        ap.error(str(e))
+    args.out = out
+    return args
 
+
+def _is_shipped(path: Path) -> Path | None:
+    """The shipped file ``path`` would write (through a link too), or None."""
+    target = path.resolve()
+    return next((SHIPPED_DIR / f for f, _ in PRETRAINED.values() if (SHIPPED_DIR / f).resolve() == target), None)
+
+
+def partial_path(out: Path) -> Path:
+    """Where the model after each evaluation goes (an interrupted run still leaves a usable file)."""
+    return out.with_suffix(".partial.pt")
+
+
+def train_config(args) -> TrainConfig:
+    return TrainConfig(max_steps=args.steps, lr=args.lr, min_lr=args.lr / 10, warmup_steps=min(100, args.steps),
+                       weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=min(250, args.steps),
+                       eval_iters=20, restore_best=True, progress=False)
+
+
+def install_hint(out: Path, model: str, sha: str, shipped: bool) -> str:
+    """What to do with the new file: it is the shipped one (record its hash), or how to make it so."""
+    name = PRETRAINED[model][0]
+    if shipped:
+        return (f"replaced the shipped pretrained/{name}: set PRETRAINED[{model!r}] in helpers/pretrained.py "
+                f"to sha256 {sha} (or `git checkout pretrained/{name}` to undo)")
+    return (f"to install it: cp {out} pretrained/{name} and set PRETRAINED[{model!r}] in helpers/pretrained.py "
+            f"to sha256 {sha}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    shipped = args.overwrite_shipped
     set_seed(0, threads=1)
     baselines = {}
     if args.model == "char_gpt_zh":
@@ -136,17 +212,16 @@ def main() -> None:
         train_ids, val_ids = train_val_split(torch.tensor(tok.encode(text)), VAL_FRACTION, chunks=CHUNKS)
         starts = {}
     data = {"train": train_ids, "val": val_ids}
-    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=args.block, d_model=args.d_model,
-                    n_heads=args.heads, n_layers=args.layers, dropout=args.dropout)
+    if args.block >= min(len(train_ids), len(val_ids)):
+        raise SystemExit(f"--block {args.block} does not fit the data ({len(val_ids)} validation characters)")
+    cfg = dataclasses.replace(args.config, vocab_size=tok.vocab_size)
     model = GPT(cfg)
     gen = torch.Generator().manual_seed(1)
 
     def batch(split):
         return get_batch(data[split], args.block, args.batch, generator=gen, starts=starts.get(split))
 
-    tc = TrainConfig(max_steps=args.steps, lr=args.lr, min_lr=args.lr / 10, warmup_steps=min(100, args.steps),
-                     weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0, eval_interval=min(250, args.steps),
-                     eval_iters=20, restore_best=True, progress=False)
+    tc = args.train_config
     start, cpu_start = time.perf_counter(), time.process_time()
     form_curve, form_cpu = {}, 0.0  # step -> {tune: share}; CPU seconds spent measuring it (not training)
     patterns = tune_patterns(train_text, FORM_TUNES) if args.model == "char_gpt_zh" else {}
@@ -162,7 +237,7 @@ def main() -> None:
               f"{time.perf_counter() - start:6.0f} s  cpu {time.process_time() - cpu_start - form_cpu:6.0f} s",
               flush=True)
         # A partial file after each evaluation: an interrupted run still leaves a usable model.
-        save_pretrained(Path(args.out).with_suffix(".partial.pt"), _model, tok, step=step)
+        save_pretrained(partial_path(args.out), _model, tok, step=step)
 
     print(f"{sum(p.numel() for p in model.parameters()):,} parameters; train {len(train_ids):,} / "
           f"val {len(val_ids):,} characters; {args.steps} steps of {args.batch}x{args.block}", flush=True)
@@ -182,7 +257,7 @@ def main() -> None:
               "loss_fp32": fp32, "form_curve": {str(k): v for k, v in form_curve.items()},
               "form_shipped": form_shipped,
               "form_seconds": round(form_cpu, 1)}
-    out = Path(args.out)
+    out = args.out
     save_pretrained(out, model, tok, **record)
     loaded, _, _ = read_pretrained(out)
     fp16 = final_loss(loaded, data, args.block, 32, 50, starts)
@@ -190,11 +265,12 @@ def main() -> None:
         record["loss_fp16_any_start"] = final_loss(loaded, data, args.block, 32, 50)
     record["loss_fp16"] = fp16  # measured after the float16 round trip: what a user loads
     sha = save_pretrained(out, model, tok, **record)
-    out.with_suffix(".partial.pt").unlink(missing_ok=True)  # the complete file replaces it
+    partial_path(out).unlink(missing_ok=True)  # the complete file replaces it
     print(f"trained {secs:.0f} s ({cpu_secs:.0f} s of CPU time); best val at step {hist.best_step}; loss on 50 fixed batches of 32x{args.block}: "
           f"float32 train {fp32['train']:.4f} val {fp32['val']:.4f}; "
           f"float16 train {fp16['train']:.4f} val {fp16['val']:.4f}")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB), sha256 {sha}")
+    print(install_hint(out, args.model, sha, shipped))
 
 
 if __name__ == "__main__":

@@ -85,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = []
     for p in args.paths:
         if p.is_dir():
-            notebooks += sorted(p.glob("*.ipynb"))
+            found = sorted(p.glob("*.ipynb"))
+            if not found:
+                parser.error(f"the folder {p} holds no notebooks (*.ipynb)")
+            notebooks += found
         elif p.suffix == ".ipynb" and p.is_file():
             notebooks.append(p)
         else:
             parser.error(f"not a notebook or a folder of notebooks: {p}")
+    if not notebooks:  # nothing run must not read as "every cell passed"
+        parser.error(f"no notebooks found in {', '.join(map(str, args.paths))}")
     bad, total = 0, time.perf_counter()
     for k in shifts:
         # Kernels are started one at a time (the environment is process-wide); each runs on one thread.

@@ -27,7 +27,7 @@ import numpy as np
 import PIL.Image
 from matplotlib.figure import Figure
 
-from helpers.cjk import FAMILY, LATIN, register
+from helpers.cjk import EXT_FAMILY, FAMILY, LATIN, register
 from helpers.validate import check_int
 
 register()  # the explorers draw Chinese with the course's font (helpers/cjk.py)
@@ -41,7 +41,7 @@ def with_fonts(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         cjk = any(ord(ch) >= 0x2E80 for text in getattr(self, "font_texts", ()) for ch in str(text))
-        with matplotlib.rc_context({"font.family": [LATIN, FAMILY] if cjk else [LATIN]}):
+        with matplotlib.rc_context({"font.family": [LATIN, FAMILY, EXT_FAMILY] if cjk else [LATIN]}):
             return method(self, *args, **kwargs)
 
     return wrapper

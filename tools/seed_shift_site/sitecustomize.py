@@ -3,69 +3,132 @@
 `tools/seed_shift.py` puts this folder on the kernel's PYTHONPATH. With SEED_SHIFT=k, each of
 `torch.manual_seed`, `torch.Generator(...).manual_seed`, `numpy.random.seed`,
 `numpy.random.default_rng`, `numpy.random.RandomState`, `random.seed` and `random.Random`
-receives seed + k instead of seed, so a notebook runs as it would on a machine whose random
-streams (or whose training end points) differ from ours. Unset or 0: nothing is changed.
+receives seed + k instead of seed (any integer: negative, NumPy integers), so a notebook runs
+as it would on a machine whose random streams (or whose training end points) differ from ours.
+Unset or 0: nothing is changed. A SEED_SHIFT that is not an integer stops Python at start-up
+(exit status 2) instead of running unshifted.
+
+Only seeds change. `random`: `Random.seed` itself is wrapped, so the module's functions (all of
+them: they share one instance) and every `Random` are shifted, and no class is replaced. torch's
+and NumPy's generators are C types whose methods cannot be wrapped: `torch.Generator` and
+`numpy.random.RandomState` become subclasses that shift their seed, under a metaclass that keeps
+``isinstance(torch.default_generator, torch.Generator)`` true, and pickle under the original name.
+Not shifted: a seed given to an object made before start-up (``torch.default_generator.manual_seed``).
 """
 
 from __future__ import annotations
 
+import numbers
 import os
+import sys
 
 
-def _shifted(seed, k: int):
-    # Only plain integer seeds are shifted: None (fresh entropy), arrays and SeedSequences pass through.
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        return (seed + k) % 2**32 if seed >= 0 else seed
-    return seed
+def _shifted(seed, k: int, *, modulus: int | None = None, mirror: bool = False):
+    """``seed + k`` for an integer seed (bool, None, arrays and SeedSequences pass through).
+
+    ``modulus``: wrap non-negative seeds into [0, modulus) (an API that takes only those; an
+    out-of-range seed is passed on unchanged, to fail as it would unshifted). ``mirror``: move a
+    negative seed away from zero (``random`` seeds with abs(seed): -1 + 2 would be 1 again).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        return seed
+    seed = int(seed)
+    if modulus is not None:
+        return (seed + k) % modulus if 0 <= seed < modulus else seed
+    if mirror and seed < 0:
+        return seed - k
+    return seed + k
 
 
-def install(k: int) -> None:
-    import random
-
-    import numpy as np
+def _torch(k: int) -> None:
     import torch
 
-    torch_manual_seed = torch.manual_seed
+    base, torch_manual_seed = torch.Generator, torch.manual_seed
+
+    def shift64(seed):
+        seed = int(seed) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else seed
+        # torch takes [-2**63, 2**64): wrap a non-negative seed in the unsigned range
+        return _shifted(seed, k, modulus=2**64) if isinstance(seed, int) and seed >= 0 else _shifted(seed, k)
 
     def manual_seed(seed):
-        return torch_manual_seed(_shifted(int(seed), k))
+        return torch_manual_seed(shift64(seed))
 
     torch.manual_seed = torch.random.manual_seed = manual_seed
 
-    class Generator(torch.Generator):
-        def manual_seed(self, seed):
-            return super().manual_seed(_shifted(int(seed), k))
+    class Meta(type(base)):
+        def __instancecheck__(cls, obj):  # torch.default_generator (made before us) is still a Generator
+            return isinstance(obj, base)
 
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, base)
+
+    class Generator(base, metaclass=Meta):
+        def manual_seed(self, seed):
+            return super().manual_seed(shift64(seed))
+
+    Generator.__module__, Generator.__qualname__ = "torch", "Generator"  # pickles as torch.Generator
     torch.Generator = Generator
 
-    np_seed, np_default_rng = np.random.seed, np.random.default_rng
+
+def _numpy(k: int) -> None:
+    import numpy as np
+
+    np_seed, np_default_rng, base = np.random.seed, np.random.default_rng, np.random.RandomState
 
     def seed(seed=None):
-        return np_seed(_shifted(seed, k))
+        return np_seed(_shifted(seed, k, modulus=2**32))
 
     def default_rng(seed=None):
-        return np_default_rng(_shifted(seed, k))
+        return np_default_rng(_shifted(seed, k) if not isinstance(seed, numbers.Integral) or seed >= 0 else seed)
 
-    class RandomState(np.random.RandomState):
+    class Meta(type(base)):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, base)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, base)
+
+    class RandomState(base, metaclass=Meta):
         def __init__(self, seed=None):
-            super().__init__(_shifted(seed, k))
+            super().__init__(_shifted(seed, k, modulus=2**32))
 
         def seed(self, seed=None):
-            return super().seed(_shifted(seed, k))
+            return super().seed(_shifted(seed, k, modulus=2**32))
 
+    RandomState.__module__, RandomState.__qualname__ = "numpy.random", "RandomState"
     np.random.seed, np.random.default_rng, np.random.RandomState = seed, default_rng, RandomState
 
-    class Random(random.Random):
-        def seed(self, a=None, version=2):
-            return super().seed(_shifted(a, k), version)
 
-    shared = Random()
-    random.Random = Random
-    for name in ("seed", "random", "randint", "randrange", "choice", "choices", "shuffle", "sample",
-                 "uniform", "gauss", "normalvariate", "getrandbits", "getstate", "setstate"):
-        setattr(random, name, getattr(shared, name))
+def _random(k: int) -> None:
+    import random
+
+    original = random.Random.seed
+
+    def seed(self, a=None, version=2):
+        return original(self, _shifted(a, k, mirror=True), version)
+
+    random.Random.seed = seed  # Random.__init__ calls it; SystemRandom overrides it (no seed)
+    random.seed = random._inst.seed  # the module's functions are bound methods of this one instance
 
 
-_k = int(os.environ.get("SEED_SHIFT", "0") or 0)
+def install(k: int) -> None:
+    _random(k)
+    _numpy(k)
+    _torch(k)
+
+
+def shift_from_environment(value: str | None) -> int:
+    """SEED_SHIFT as an int (unset or empty: 0); anything else is an error, never a silent 0."""
+    try:
+        return int(value or 0)
+    except ValueError:
+        raise ValueError(f"SEED_SHIFT must be an integer, got {value!r}") from None
+
+
+try:
+    _k = shift_from_environment(os.environ.get("SEED_SHIFT"))
+except ValueError as err:  # site.py would print and go on unshifted: stop instead
+    print(f"seed shift: {err}", file=sys.stderr, flush=True)
+    os._exit(2)
 if _k:
     install(_k)
