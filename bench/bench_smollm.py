@@ -54,7 +54,7 @@ def main() -> None:
           f"{tok.decode(a[0, ids.shape[1]:].tolist())[:60]!r}")
     times = {"ours (helpers.llama)": [], f"transformers {transformers.__version__}": []}
     for _ in range(args.rounds):
-        for name, fn in zip(times, (run_ours, run_ref)):
+        for name, fn in zip(times, (run_ours, run_ref), strict=True):
             t0 = time.perf_counter()
             out = fn()
             times[name].append(time.perf_counter() - t0)

@@ -185,7 +185,7 @@ def parse_gguf(raw: bytes, source: str = "GGUF bytes") -> GGUFFile:
         spans.append((offset, offset + nbytes, name))
         tensors[name] = GGUFTensor(name, tname, tuple(reversed(dims)), r.raw[start + offset : start + offset + nbytes])
     spans.sort()
-    for (_, end, a), (begin, _, b) in zip(spans, spans[1:]):
+    for (_, end, a), (begin, _, b) in zip(spans, spans[1:], strict=False):
         if begin < end:
             raise ValueError(f"{source} is damaged: tensors {a!r} and {b!r} overlap")
     return GGUFFile(version, metadata, tensors)

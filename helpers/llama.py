@@ -267,7 +267,9 @@ class Llama(nn.Module):
 
 def llama_from_gguf(gguf) -> Llama:
     """A `Llama` holding a GGUF file's dequantised weights (`helpers.gguf_reader.read_gguf`), in eval mode."""
-    from helpers.gguf_reader import dequantize  # the file format sits below; imported here to keep llama.py light
+    from helpers.gguf_reader import (
+        dequantize,  # the file format sits below; imported here to keep llama.py light
+    )
 
     config = LlamaConfig.from_gguf(gguf.metadata)
     names = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "norm.weight"}

@@ -8,7 +8,13 @@ import torch.nn.functional as F
 from catalogue import Catalogue, Wrong, assert_catalogue
 
 import helpers.llama as llama
-from helpers.checks.nb09 import check_exercise_1, check_exercise_2, check_gqa, check_rms_norm, check_swiglu
+from helpers.checks.nb09 import (
+    check_exercise_1,
+    check_exercise_2,
+    check_gqa,
+    check_rms_norm,
+    check_swiglu,
+)
 
 
 # ------------------------------------------------------------------------------------ RMSNorm

@@ -15,8 +15,9 @@ def s(text: str) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def gguf(tensors, kv=(("general.architecture", 8, s("llama")),), n_tensors=None, n_kv=None, version=3):
+def gguf(tensors, kv=None, n_tensors=None, n_kv=None, version=3):
     """A small GGUF: ``tensors`` = [(name, dims, ggml_type, data bytes)], laid out at 32-byte alignment."""
+    kv = (("general.architecture", 8, s("llama")),) if kv is None else kv
     head = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if n_tensors is None else n_tensors,
                                  len(kv) if n_kv is None else n_kv)
     for key, vtype, value in kv:

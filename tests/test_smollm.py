@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from helpers import load_pretrained
-from helpers.llama import apply_rope, grouped_query_attention, kv_cache_bytes, rope_tables, unpermute_rows
+from helpers.llama import (
+    apply_rope,
+    grouped_query_attention,
+    kv_cache_bytes,
+    rope_tables,
+    unpermute_rows,
+)
 from helpers.smollm import SHA256, smollm2_path
 from helpers.smollm_tokenizer import chat_prompt, smollm_pattern
 
@@ -89,7 +95,7 @@ def test_tokenizer_equals_the_files_rule(ours, hf):
     plain = [ref.encode(s, add_special_tokens=False) for s in HARD]
     ref.backend_tokenizer.pre_tokenizer = pt.Sequence([pt.Digits(individual_digits=True),
                                                        pt.ByteLevel(add_prefix_space=False, use_regex=True)])
-    for s, p in zip(HARD, plain):
+    for s, p in zip(HARD, plain, strict=True):
         ids = tok.encode(s, allow_special=True)  # Hugging Face reads control tokens in text as control tokens
         assert ids == ref.encode(s, add_special_tokens=False), s
         assert tok.decode(ids) == s
