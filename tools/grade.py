@@ -283,7 +283,9 @@ def report(rows: list[Row], out: Path, notes: list[str]) -> str:
     for nb, build, check in builds:
         mine = [r for r in rows if (r.notebook, r.build, r.check) == (nb, build, check)]
         passed = sum(r.status == "passed" for r in mine)
-        failures = collections.Counter(r.message for r in mine if r.status != "passed" and r.message)
+        # the checks' own messages first; "not graded" reasons only where no check failed
+        failures = collections.Counter(r.message for r in mine if r.status == "failed") or \
+            collections.Counter(r.message for r in mine if r.status == "not graded")
         common = failures.most_common(1)
         text = f"{_md_escape(common[0][0])} ({common[0][1]}×)" if common else ""
         md.append(f"| {nb} | `{build}` | {passed}/{len(mine)} ({100 * passed / len(mine):.0f}%) | {text} |")
