@@ -108,6 +108,11 @@ CELL_TIMEOUT ?= 300
 TEACHERS := $(VENV)/.teachers-installed
 $(TEACHERS): requirements-teachers.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-teachers.txt
+	@# JupyterLab stays as learners have it: nbgrader's and notebook 7's panels off (the CLI is all we use)
+	$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader @jupyter-notebook/lab-extension
+	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
+		nbgrader.server_extensions.validate_assignment nbgrader.server_extensions.assignment_list \
+		nbgrader.server_extensions.course_list
 	touch $(TEACHERS)
 
 student: $(TEACHERS)
