@@ -199,6 +199,9 @@ def grade_student(student: str, notebooks: dict[str, Path], course: Path, out: P
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()
                         reason = f"grading ran past {student_timeout} s"
+                    except BaseException:  # stopped (Ctrl-C, SIGTERM): stop this student's grading too
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        raise
                 _kill_kernels(work)
                 with open(log_path, "rb") as log:  # the end of the log only: a student may print megabytes
                     log.seek(max(0, log_path.stat().st_size - 20000))
@@ -311,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell-timeout", type=int, default=300, help="seconds one cell may run")
     parser.add_argument("--student-timeout", type=int, default=3600, help="seconds one notebook may take")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the scratch folders are still removed
     if not args.submissions.is_dir():
         parser.error(f"SUBMISSIONS: {args.submissions} is not a folder")
     if not (args.course / "gradebook.db").exists():
