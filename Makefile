@@ -7,7 +7,7 @@ PORT   ?= 8888
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout=900
 
 .PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean \
-	test-portable portable-default portable-avx2 seed-shift
+	test-portable portable-default portable-avx2 seed-shift student grade test-teachers
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (the pinned numpy 2.4 and matplotlib 3.11 need it)")'
@@ -100,3 +100,30 @@ gpt2: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# Teachers (README, "Teaching with these notebooks"): nbgrader, pinned, is installed by these
+# targets only. `make student` writes the student edition into $(COURSE)/release/;
+# `make grade SUBMISSIONS=folder` autogrades a class into $(GRADES)/report.md and report.csv.
+COURSE ?= build/course
+GRADES ?= build/grades
+CELL_TIMEOUT ?= 300
+TEACHERS := $(VENV)/.teachers-installed
+$(TEACHERS): requirements-teachers.txt $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-teachers.txt
+	@# JupyterLab stays as learners have it: nbgrader's and notebook 7's panels off (the CLI is all we use)
+	$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader @jupyter-notebook/lab-extension
+	$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader \
+		nbgrader.server_extensions.validate_assignment nbgrader.server_extensions.assignment_list \
+		nbgrader.server_extensions.course_list
+	touch $(TEACHERS)
+
+student: $(TEACHERS)
+	$(BIN)/python tools/student.py --course $(COURSE) $(STUDENT_NB)
+
+grade: $(TEACHERS)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder"; exit 2; }
+	test -f $(COURSE)/gradebook.db || $(MAKE) student COURSE=$(COURSE)
+	$(BIN)/python tools/grade.py $(SUBMISSIONS) --course $(COURSE) --out $(GRADES) --cell-timeout $(CELL_TIMEOUT)
+
+test-teachers: $(TEACHERS)
+	TN_TEACHERS=1 $(BIN)/python -m pytest tests/test_teachers.py -q
