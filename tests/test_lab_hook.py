@@ -130,14 +130,14 @@ def test_a_displayed_explorer_leaves_its_last_picture_only_where_the_server_aske
     assert base64.b64decode(nb["cells"][0]["outputs"][0]["data"]["image/png"]) == last
 
 
-def test_the_server_config_loads_and_serves_the_font_css():
+def test_the_server_config_loads_and_serves_the_font_css(tmp_path):
     """The config file runs as JupyterLab runs it; the CSS it serves names the font file beside it."""
     code = ("from traitlets.config import Config; import runpy; c = Config();"
             f"ns = runpy.run_path({str(ROOT / 'tools' / 'jupyter_lab_config.py')!r}, {{'get_config': lambda: c}});"
             "import json, os; print(json.dumps([c.LabApp.custom_css, sorted(c.ServerApp.jpserver_extensions.to_dict()"
             "['update'] if hasattr(c.ServerApp.jpserver_extensions, 'to_dict') else c.ServerApp.jpserver_extensions),"
             f" os.environ[{lab_hook.PICTURES_ENV!r}]]))")  # fmt: skip
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(ROOT / ".pytest_cache" / "lab-runtime"))
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     custom_css, extensions, pictures = json.loads(out.stdout.strip().splitlines()[-1])
     assert custom_css is True and "lab_custom_css" in extensions and Path(pictures).is_dir()
