@@ -48,9 +48,9 @@ def test_every_view_without_saved_state_is_dropped_what_stands_beside_it_stays()
     nb = _notebook()
     lab_hook.before_save(nb)
     outs = nb["cells"][0]["outputs"]
-    # The explorer keeps its picture, the progress bar its text; a view alone leaves nothing to show.
-    assert [sorted(o.get("data", {})) for o in outs] == [["image/png", "text/plain"], ["text/plain"], []]
-    assert outs[2]["output_type"] == "stream" and "version" not in nb["metadata"]["language_info"]
+    # The explorer keeps its picture; the progress bar's text (its first state) and a lone view go.
+    assert [sorted(o.get("data", {})) for o in outs] == [["image/png", "text/plain"], []]
+    assert outs[1]["output_type"] == "stream" and "version" not in nb["metadata"]["language_info"]
 
 
 def test_a_view_whose_state_the_notebook_saved_is_kept():
@@ -60,6 +60,7 @@ def test_a_view_whose_state_the_notebook_saved_is_kept():
     lab_hook.before_save(nb)
     outs = nb["cells"][0]["outputs"]
     assert VIEW not in outs[0]["data"] and outs[1]["data"][VIEW]["model_id"] == ID_B and len(outs) == 3
+    assert outs[2]["output_type"] == "stream"
 
 
 @pytest.mark.parametrize("meta", [

@@ -9,9 +9,10 @@ Opening a notebook changes nothing, and a notebook saved after a session reopens
 - `before_save`, widget views: a view needs its model, which lives in the kernel; a reopened notebook
   has none unless the notebook saved the model's state (``metadata.widgets``). So every view whose
   model's state was not saved is dropped, whatever drew it (an explorer, tqdm's progress bar under
-  ``tqdm.auto``, anything else), and what stands beside it in the output (the explorer's picture,
-  the bar's text) shows instead; an output that had only the view is removed. A view whose state
-  was saved is kept: it renders from that state.
+  ``tqdm.auto``, anything else), and the picture beside it in the output (every explorer's) shows
+  instead; an output left with text only is removed too (a widget's text is its repr when first
+  shown: tqdm's says "0%| | 0/300" after the bar reached 300). A view whose state was saved is kept:
+  it renders from that state.
 - `before_save`, pictures: an explorer writes its latest whole picture to ``PICTURES/<model id>.png``
   while the learner plays (helpers.widgets.keep, only under `make lab`); the saved output's picture
   is replaced by it, so a reopened notebook shows what the learner left, not the explorer's first state.
@@ -110,7 +111,7 @@ def widgets_for_reopening(nb, pictures: Path | None = None) -> int:
                 continue
             del data[WIDGET_MIME]
             dropped += 1
-            if data:
+            if set(data) - {"text/plain"}:  # a picture stays; a widget's text alone is its repr when first shown
                 kept.append(out)
         outputs[:] = kept
     return dropped
