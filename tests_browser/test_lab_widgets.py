@@ -660,6 +660,8 @@ def test_a_learner_opens_runs_plays_saves_and_reopens(lab, browser, notebook):
     # Reopened with its kernel gone, the saved notebook shows its pictures, no "model not found", and each
     # explorer the picture it was left on.
     saved = nbformat.read(folder / notebook, as_version=4)
+    views = [i for i, c in enumerate(saved.cells) if c.cell_type == "code" for o in c.outputs if WIDGET_MIME in o.get("data", {})]
+    expect(not views, f"{notebook}: saved with widget views and no widget state (cells {views}): 'model not found' on reopening")
     for i in cells:
         left = [o["data"]["image/png"] for o in saved.cells[i].outputs if "image/png" in o.get("data", {})]
         expect(left and left != fresh[i], f"{notebook}: the saved explorer in cell {i} shows its first picture")
