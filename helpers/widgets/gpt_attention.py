@@ -95,8 +95,9 @@ class GPTAttentionExplorer(Explorer):
                 "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
         # A text area, not a one-line box: a browser drops the newlines of a one-line box on the first
         # edit, and a ci's lines (notebook 08) are separated by newlines.
-        self.text = widgets.Textarea(value=text, description="text", rows=2, continuous_update=True,
-                                     layout=widgets.Layout(width="98%"))  # fmt: skip
+        # As many rows as the text has lines (2 to 6): 08's ci opens with blank lines, all a 2-row box showed.
+        self.text = widgets.Textarea(value=text, description="text", rows=min(6, max(2, text.count("\n") + 1)),
+                                     continuous_update=True, layout=widgets.Layout(width="98%"))  # fmt: skip
         self.layer = widgets.IntSlider(value=c.n_layers - 1, min=0, max=c.n_layers - 1, description="layer", **live)
         self.head = widgets.IntSlider(value=0, min=0, max=c.n_heads - 1, description="head", **live)
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
