@@ -21,7 +21,8 @@ $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 install: $(STAMP)
 
 # JupyterLab on localhost only, with its token (printed in the log and opened for you).
-# tools/jupyter_lab_config.py: opening a notebook changes nothing, a saved one reopens cleanly.
+# tools/jupyter_lab_config.py: opening a notebook changes nothing, a saved one reopens cleanly (each
+# explorer on its last picture), and text, code and widgets show Chinese without a system CJK font.
 # Root (containers) needs --allow-root; LAB_ARGS passes anything else, e.g. --no-browser.
 LAB_ARGS ?=
 lab: install
@@ -75,7 +76,7 @@ notebooks: install
 figures: install
 	$(BIN)/python tools/make_figures.py
 
-# Real-browser test of the explorers in JupyterLab (needs Debian's chromium).
+# Real-browser test: a learner's walk-through of every notebook under `make lab` (needs Debian's chromium).
 test-browser: install
 	$(BIN)/python -m pytest tests_browser -q -s
 

@@ -24,9 +24,11 @@ import torch
 from matplotlib.figure import Figure
 
 from helpers.cjk import register as _register_cjk_font
+from helpers.figure_display import use as _show_at_output_width
 from helpers.validate import check_int
 
 _register_cjk_font()  # Chinese draws with the course's font on every machine (helpers/cjk.py)
+_show_at_output_width()  # no picture shown narrower than drawn in JupyterLab (helpers/figure_display.py)
 
 
 def plain_text(text: str) -> str:

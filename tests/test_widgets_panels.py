@@ -74,3 +74,43 @@ def test_panels_crop_the_canvas_and_refuse_bad_groups():
     assert np.array_equal(first, rgba[y0:y1, :x1])
     with pytest.raises(ValueError, match="groups"):
         Panels(ex.figure, [])
+
+
+def _controls(w):
+    return [c for c in _walk(w) if isinstance(c, widgets.IntSlider | widgets.FloatSlider | widgets.FloatLogSlider
+                                              | widgets.Checkbox | widgets.Dropdown) and not c.disabled]
+
+
+PANELS_BUDGET_PX = 470  # a 647-px view less the control blocks measured at 1024 px (166 px for 04's GPT explorer)
+
+
+def _move(control) -> None:
+    """One move a learner can make: a checkbox flipped, the next option, a slider to its middle (or its start)."""
+    if isinstance(control, widgets.Checkbox):
+        control.value = not control.value
+    elif isinstance(control, widgets.Dropdown):
+        control.index = (control.index + 1) % len(control.options)
+    elif isinstance(control, widgets.FloatLogSlider):
+        mid = 10 ** ((control.min + control.max) / 2)
+        control.value = mid if abs(control.value - mid) > 1e-6 else 10**control.min
+    else:
+        mid = control.min + round((control.max - control.min) / 2 / control.step) * control.step
+        control.value = mid if control.value != mid else control.min
+
+
+@pytest.mark.parametrize("name", sorted(BUILD))
+def test_each_control_changes_a_panel_that_fits_under_the_controls(name):
+    """Stacked in a narrow output area (1024 px, file browser open), the panels a control changes must start
+    close enough under the controls that the first of them fits in a 647-px view with the controls."""
+    ex = BUILD[name]()
+    heights = [int(image.height) for image in ex.panels.images]
+    for control in _controls(ex.widget):
+        if control.disabled:  # one value only now (a key slider when the query is 0)
+            continue
+        before = [image.value for image in ex.panels.images]
+        _move(control)
+        changed = [k for k, image in enumerate(ex.panels.images) if image.value != before[k]]
+        assert changed, f"{name}: {control.description} changes no panel"
+        reach = sum(heights[: changed[0] + 1])
+        assert reach <= PANELS_BUDGET_PX, (f"{name}: {control.description} first changes panel {changed[0]}, "
+                                           f"{reach} px of panels below the controls (heights {heights})")

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 
 from helpers.cjk import EXT_FAMILY, FAMILY, LATIN, register
 from helpers.validate import check_int
+from helpers.widgets.keep import keeper
 
 register()  # the explorers draw Chinese with the course's font (helpers/cjk.py)
 
@@ -140,6 +141,8 @@ class Explorer:
         show = getattr(self.widget, "_repr_mimebundle_", None)
         bundle = dict(show(**kwargs) or {}) if callable(show) else {}
         bundle["text/plain"] = repr(self)
+        if self.panels.keep is None:  # displayed: under `make lab`, its last picture is kept for the save hook
+            self.panels.keep = keeper(self.widget)
         if self.image.value:
             bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
         return bundle
@@ -202,6 +205,7 @@ class Panels:
         self.widget = widgets.HBox(self.images, layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
         self.cuts: list[int] | None = None
         self.picture: Picture | None = None
+        self.keep = None  # called with each new picture once the explorer is displayed (helpers.widgets.keep)
 
     def _find_cuts(self) -> list[int]:
         renderer = self.figure.canvas.get_renderer()
@@ -242,6 +246,8 @@ class Panels:
             crop = rgba[max(y0, self.top):y1, x0:x1]
             image.width, image.height = str(crop.shape[1]), str(crop.shape[0])
             image.value = encode_png(crop)  # unchanged bytes are not sent again
+        if self.keep is not None:
+            self.keep(self.picture)
 def check_pixels(width, height, min_width: int, min_height: int) -> None:
     """The picture's size in pixels: ints from the minimum to `MAX_PIXELS` (a huge size from code
     would make matplotlib allocate gigabytes for the canvas)."""

@@ -1,10 +1,11 @@
 """Attention of a trained character GPT on the learner's own text: every layer and head at
 once, one of them large, and what makes up a single weight.
 
-Left: a grid of every layer × head (rows: layers); the selected head has a red frame.
-Middle: the selected head large, with the characters on both axes and the chosen
-(query, key) cell framed. Right: the chosen pre-softmax score split into its head-dimension
-terms, q_d · k_d / √hs, whose sum is the score; the title gives the score and the weight.
+Left: the selected head large, with the characters on both axes and the chosen (query, key)
+cell framed. Middle: the chosen pre-softmax score split into its head-dimension terms,
+q_d · k_d / √hs, whose sum is the score; the title gives the score and the weight. Right: a
+grid of every layer × head (rows: layers); the selected head has a red frame. (Narrow, the
+panels stack in that order: what every control changes comes first, under the controls.)
 
 Queries, keys and weights are read from the model's own attention modules with forward
 hooks (nothing is recomputed by a second implementation), and the weights are checked
@@ -94,8 +95,9 @@ class GPTAttentionExplorer(Explorer):
                 "layout": widgets.Layout(min_width="220px", flex="1 1 220px")}  # fmt: skip
         # A text area, not a one-line box: a browser drops the newlines of a one-line box on the first
         # edit, and a ci's lines (notebook 08) are separated by newlines.
-        self.text = widgets.Textarea(value=text, description="text", rows=2, continuous_update=True,
-                                     layout=widgets.Layout(width="98%"))  # fmt: skip
+        # As many rows as the text has lines (2 to 6): 08's ci opens with blank lines, all a 2-row box showed.
+        self.text = widgets.Textarea(value=text, description="text", rows=min(6, max(2, text.count("\n") + 1)),
+                                     continuous_update=True, layout=widgets.Layout(width="98%"))  # fmt: skip
         self.layer = widgets.IntSlider(value=c.n_layers - 1, min=0, max=c.n_layers - 1, description="layer", **live)
         self.head = widgets.IntSlider(value=0, min=0, max=c.n_heads - 1, description="head", **live)
         self.query = widgets.IntSlider(value=0, min=0, max=0, description="query", **live)
@@ -112,7 +114,7 @@ class GPTAttentionExplorer(Explorer):
             control.observe(self._on_control, names="value")
         row = widgets.Layout(display="flex", flex_flow="row wrap")  # no width 100%: its margins would overflow
         self._build()
-        self.panels = Panels(self.figure, [[self.ax_grid], [self.ax_big], [self.ax_terms]])
+        self.panels = Panels(self.figure, [[self.ax_big], [self.ax_terms], [self.ax_grid]])
         self.widget = widgets.VBox([stale_notice(), self.text,
                                     widgets.HBox([self.layer, self.head, self.query, self.key], layout=row),
                                     self.scores_view, self.status, self.panels.widget])  # fmt: skip
@@ -159,9 +161,11 @@ class GPTAttentionExplorer(Explorer):
         (one composite image for the whole layer × head grid: 16 separate axes took most of a redraw)."""
         L, H = self.model.config.n_layers, self.model.config.n_heads
         hs = self.model.config.d_model // H
-        outer = self.figure.add_gridspec(1, 3, width_ratios=[1.0, 1.25, 1.0], left=0.04, right=0.98,
+        # The large map first, the grid last: at 1024 px with the file browser open the panels stack, and the
+        # one every control changes must sit right under the controls (all of it within a 647-px view).
+        outer = self.figure.add_gridspec(1, 3, width_ratios=[1.25, 1.0, 1.0], left=0.05, right=0.97,
                                          bottom=0.14, top=0.9, wspace=0.25)  # fmt: skip
-        grid = self.ax_grid = self.figure.add_subplot(outer[0])
+        grid = self.ax_grid = self.figure.add_subplot(outer[2])
         # Each tile is one unit square in data coordinates whatever the text's length; white lines
         # on the unit grid separate the tiles.
         self.grid_image = grid.imshow(np.zeros((1, 1)), cmap="Blues", vmin=0, vmax=1, extent=(0, H, L, 0),
@@ -178,7 +182,7 @@ class GPTAttentionExplorer(Explorer):
         grid.set_title("every layer × head", fontsize=9, y=1.01)
         for spine in grid.spines.values():
             spine.set_visible(False)
-        big = self.ax_big = self.figure.add_subplot(outer[1])
+        big = self.ax_big = self.figure.add_subplot(outer[0])
         self.big_image = big.imshow(np.zeros((1, 1)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
         self.cell = big.add_patch(Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=2, clip_on=False))
         big.set_xlabel("key", fontsize=8)
@@ -186,7 +190,7 @@ class GPTAttentionExplorer(Explorer):
         # Fixed label and title places: placing them by the tick labels' boxes cost a third of a redraw.
         big.xaxis.set_label_coords(0.5, -0.09)
         big.yaxis.set_label_coords(-0.09, 0.5)
-        tx = self.ax_terms = self.figure.add_subplot(outer[2])
+        tx = self.ax_terms = self.figure.add_subplot(outer[1])
         self.term_bars = tx.bar(np.arange(hs), np.zeros(hs))
         tx.axhline(0, color="0.4", linewidth=0.8)
         tx.set_xlabel("head dimension d", fontsize=8)

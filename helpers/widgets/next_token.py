@@ -66,8 +66,10 @@ class NextTokenExplorer(Explorer):
         V = tokenizer.vocab_size
         live = {"continuous_update": True, "style": {"description_width": "initial"},  # whole labels: "top-k (0: off)"
                 "layout": widgets.Layout(min_width="260px", flex="1 1 260px")}  # fmt: skip
-        self.prompt = widgets.Textarea(value=prompt, description="prompt", rows=2, continuous_update=True,
-                                       layout=widgets.Layout(width="98%"))  # fmt: skip
+        # As many rows as the prompt has lines (2 to 6): a ci's prompt opens with blank lines, and a
+        # 2-row box showed only those.
+        self.prompt = widgets.Textarea(value=prompt, description="prompt", rows=min(6, max(2, prompt.count("\n") + 1)),
+                                       continuous_update=True, layout=widgets.Layout(width="98%"))  # fmt: skip
         self.temperature = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=0.7, step=0.02,
                                                   description="temperature", readout_format=".2f", **live)  # fmt: skip
         self.top_k = widgets.IntSlider(value=0, min=0, max=V, description="top-k (0: off)", **live)
@@ -131,7 +133,7 @@ class NextTokenExplorer(Explorer):
         x = np.arange(self.n_bars)
         self.raw_bars = self.ax_bar.bar(x - 0.2, np.zeros(self.n_bars), width=0.4, color="0.75", label="model (τ = 1)")
         self.bars = self.ax_bar.bar(x + 0.2, np.zeros(self.n_bars), width=0.4, color="tab:blue", label="sampled from")
-        self.ax_bar.set_ylim(0, 1)
+        self.ax_bar.set_ylabel("probability", fontsize=8)
         self.ax_bar.legend(loc="upper right", fontsize=8, frameon=False)
         L, H = self.model.config.n_layers, self.model.config.n_heads
         self.heat = self.ax_att.imshow(np.zeros((L * H, self.window)), aspect="auto", cmap="Blues", vmin=0.0, vmax=1.0)
@@ -156,6 +158,10 @@ class NextTokenExplorer(Explorer):
         for bar, p in zip(self.bars, self.probs[order].tolist(), strict=True):
             bar.set_height(p)
         self.ax_bar.set_xticks(range(self.n_bars), [plain_text(show_char(self.tokenizer.chars[i])) for i in order])
+        # The axis ends just above the tallest bar shown: a spread-out distribution (bars near 0.02) would
+        # sit flat on a 0-1 axis, and a temperature step would move nothing a learner can see.
+        tallest = max(float(raw[order].max()), float(self.probs[order].max()))
+        self.ax_bar.set_ylim(0, min(1.0, max(0.02, tallest * 1.15)))
         kept = int((self.probs > 0).sum())
         self.ax_bar.set_title(f"next character · {kept} of {len(raw)} can be sampled", fontsize=10)
         W = self.attention.shape[1]  # a short prompt has fewer than `window` characters: no empty columns
