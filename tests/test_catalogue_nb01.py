@@ -11,6 +11,7 @@ from catalogue import Catalogue, Wrong, assert_catalogue
 from helpers.bpe import SPLIT_PATTERN, BPETokenizer
 from helpers.bpe import merge_pair as helper_merge_pair
 from helpers.checks import nb01
+from helpers.exercises import attempt
 from helpers.gpt2_tokenizer import gpt2_pattern
 
 
@@ -376,3 +377,19 @@ def test_catalogue(name):
     counts = assert_catalogue(CATALOGUES[name])
     assert counts["correct"] >= 2 and counts["wrong"] >= 3
 
+
+
+@pytest.mark.parametrize("name", list(CATALOGUES))
+def test_an_untouched_stub_is_not_done_yet(name, capsys):
+    """The stub's NotImplementedError reaches attempt(), never turned into a wrong answer's message."""
+    reference = CATALOGUES[name].reference
+    if isinstance(reference, type):
+        class Stub(reference):
+            def __init__(self, *args, **kwargs):
+                raise NotImplementedError("write it")
+        stub = Stub
+    else:
+        def stub(*args, **kwargs):
+            raise NotImplementedError("write it")
+    attempt(CATALOGUES[name].check, stub)
+    assert "not done yet" in capsys.readouterr().out

@@ -12,6 +12,7 @@ from torch import nn
 
 from helpers.checks import nb02
 from helpers.embeddings import TokenEmbedding
+from helpers.exercises import attempt
 
 
 # ----------------------------------------------------------------------------- embedding_backward
@@ -338,3 +339,19 @@ CATALOGUES = {"embedding_backward": EMBEDDING_BACKWARD, "scaled_embedding": SCAL
 def test_catalogue(name):
     counts = assert_catalogue(CATALOGUES[name])
     assert counts["correct"] >= 2 and counts["wrong"] >= 3
+
+
+@pytest.mark.parametrize("name", list(CATALOGUES))
+def test_an_untouched_stub_is_not_done_yet(name, capsys):
+    """The stub's NotImplementedError reaches attempt(), never turned into a wrong answer's message."""
+    reference = CATALOGUES[name].reference
+    if isinstance(reference, type):
+        class Stub(reference):
+            def __init__(self, *args, **kwargs):
+                raise NotImplementedError("write it")
+        stub = Stub
+    else:
+        def stub(*args, **kwargs):
+            raise NotImplementedError("write it")
+    attempt(CATALOGUES[name].check, stub)
+    assert "not done yet" in capsys.readouterr().out

@@ -10,7 +10,13 @@ from catalogue import Catalogue, Wrong, assert_catalogue
 from torch import nn
 
 from helpers.checks import nb03
-from helpers.positional import SinusoidalPositionalEncoding, inverse_frequencies, relative_rotation, sinusoidal_table
+from helpers.exercises import attempt
+from helpers.positional import (
+    SinusoidalPositionalEncoding,
+    inverse_frequencies,
+    relative_rotation,
+    sinusoidal_table,
+)
 
 
 def pe_loop(seq_len, d_model, base):  # as the notebook's, which the learner's cells can see
@@ -363,3 +369,19 @@ CATALOGUES = {"pe_table": PE_TABLE, "positional_encoding": POSITIONAL_ENCODING, 
 def test_catalogue(name):
     counts = assert_catalogue(CATALOGUES[name])
     assert counts["correct"] >= 2 and counts["wrong"] >= 3
+
+
+@pytest.mark.parametrize("name", list(CATALOGUES))
+def test_an_untouched_stub_is_not_done_yet(name, capsys):
+    """The stub's NotImplementedError reaches attempt(), never turned into a wrong answer's message."""
+    reference = CATALOGUES[name].reference
+    if isinstance(reference, type):
+        class Stub(reference):
+            def __init__(self, *args, **kwargs):
+                raise NotImplementedError("write it")
+        stub = Stub
+    else:
+        def stub(*args, **kwargs):
+            raise NotImplementedError("write it")
+    attempt(CATALOGUES[name].check, stub)
+    assert "not done yet" in capsys.readouterr().out

@@ -36,6 +36,8 @@ def _call(fn, label, *args):
     with refuse_calls(fn, *_AUTOGRAD, label=label):
         try:
             return call_unchanged(fn, *args, label=label)
+        except NotImplementedError:
+            raise  # the stub: attempt() says "not done yet"
         except (IndexError, RuntimeError) as err:
             raise AssertionError(
                 f"{label}{tuple(tuple(a.shape) if torch.is_tensor(a) else a for a in args)} raised "
@@ -103,7 +105,7 @@ def check_scaled_embedding(ScaledEmbedding):
     for bad in (1000, -1, 1005):
         try:
             call_unchanged(layer, torch.tensor([[1, bad]]), label="ScaledEmbedding.forward")
-        except AssertionError:
+        except (AssertionError, NotImplementedError):
             raise
         except ValueError as e:
             assert str(bad) in str(e), f"the ValueError for id {bad} must name it, got: {e}"
