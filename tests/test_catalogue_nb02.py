@@ -280,56 +280,53 @@ MEAN_POOL = Catalogue(
 
 
 # ----------------------------------------------------------------------------- exercise 2
-def reference_embedding_backward_pad(ids, grad_out, vocab_size, padding_idx):
-    grad = reference_embedding_backward(ids, grad_out, vocab_size)
-    grad[padding_idx] = 0
+def reference_tied_backward(ids, grad_logits, W):
+    h = W[ids]
+    through_output = grad_logits.T @ h
+    through_lookup = reference_embedding_backward(ids, grad_logits @ W, W.shape[0])
+    return through_output + through_lookup
+
+
+def tied_one_hot(ids, grad_logits, W):
+    X = F.one_hot(ids, W.shape[0]).to(W.dtype)  # (T, V)
+    return grad_logits.T @ (X @ W) + X.T @ (grad_logits @ W)
+
+
+def tied_loop(ids, grad_logits, W):
+    grad = torch.zeros_like(W)
+    for t, v in enumerate(ids.tolist()):
+        grad += grad_logits[t][:, None] * W[v][None, :]  # output path: row u gets G[t, u] * h_t
+        grad[v] += grad_logits[t] @ W                    # lookup path: dL/dh_t added at row v
     return grad
 
 
-def backward_pad_masked(ids, grad_out, vocab_size, padding_idx):
-    keep = ids.reshape(-1) != padding_idx
-    C = grad_out.shape[-1]
-    return torch.zeros(vocab_size, C, dtype=grad_out.dtype).index_add_(
-        0, ids.reshape(-1)[keep], grad_out.reshape(-1, C)[keep])
+def tied_output_only(ids, grad_logits, W):
+    return grad_logits.T @ W[ids]
 
 
-def backward_pad_one_hot(ids, grad_out, vocab_size, padding_idx):
-    one_hot = F.one_hot(ids.reshape(-1), vocab_size).to(grad_out.dtype)
-    one_hot[:, padding_idx] = 0
-    return one_hot.T @ grad_out.reshape(-1, grad_out.shape[-1])
+def tied_lookup_only(ids, grad_logits, W):
+    return reference_embedding_backward(ids, grad_logits @ W, W.shape[0])
 
 
-def backward_pad_column(ids, grad_out, vocab_size, padding_idx):
-    grad = reference_embedding_backward(ids, grad_out, vocab_size)
-    grad[:, padding_idx % grad.shape[1]] = 0
-    return grad
+def tied_last_write(ids, grad_logits, W):
+    grad = grad_logits.T @ W[ids]
+    lookup = torch.zeros_like(W)
+    lookup[ids] = grad_logits @ W
+    return grad + lookup
 
 
-def backward_pad_position(ids, grad_out, vocab_size, padding_idx):
-    grad = reference_embedding_backward(ids, grad_out, vocab_size)
-    grad[ids.reshape(-1)[padding_idx % ids.numel()]] = 0
-    return grad
-
-
-def backward_pad_shifted(ids, grad_out, vocab_size, padding_idx):
-    return reference_embedding_backward(ids[ids != padding_idx],
-                                        grad_out.reshape(-1, grad_out.shape[-1])[: int((ids != padding_idx).sum())], vocab_size)
-
-
-def backward_pad_autograd(ids, grad_out, vocab_size, padding_idx):
-    w = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, requires_grad=True)
-    F.embedding(ids, w, padding_idx=padding_idx).backward(grad_out)
-    return w.grad
+def tied_autograd(ids, grad_logits, W):
+    W = W.clone().requires_grad_(True)
+    (F.embedding(ids, W) @ W.T).backward(grad_logits)
+    return W.grad
 
 
 EXERCISE_2 = Catalogue(
-    nb02.check_exercise_2, reference_embedding_backward_pad, correct=[backward_pad_masked, backward_pad_one_hot],
-    wrong=[Wrong(backward_pad_column, "pad row", "zeroes the pad column"),
-           Wrong(backward_pad_position, "pad row", "zeroes the row at the pad's position"),
-           Wrong(lambda ids, go, V, pad: reference_embedding_backward(ids, go, V),
-                 "pad row", "forgets the pad"),
-           Wrong(backward_pad_shifted, "differ from autograd", "drops pad ids but not their rows of grad_out"),
-           Wrong(backward_pad_autograd, "write it yourself", "calls autograd")])
+    nb02.check_exercise_2, reference_tied_backward, correct=[tied_one_hot, tied_loop],
+    wrong=[Wrong(tied_output_only, "output layer's path only", "forgets the lookup path"),
+           Wrong(tied_lookup_only, "lookup's path only", "forgets the output path"),
+           Wrong(tied_last_write, "every one of its rows", "lookup path by assignment"),
+           Wrong(tied_autograd, "write it yourself", "calls autograd")])
 
 CATALOGUES = {"embedding_backward": EMBEDDING_BACKWARD, "scaled_embedding": SCALED_EMBEDDING, "nearest": NEAREST,
               "exercise_1": MEAN_POOL, "exercise_2": EXERCISE_2}

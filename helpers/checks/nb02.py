@@ -149,14 +149,29 @@ def check_exercise_1(mean_pool):
     print("exercise 1: correct")
 
 
-def check_exercise_2(embedding_backward_pad):
-    for ids, V, C, pad, grad_out, expected in _backward_cases(1, with_pad=True):
-        got = _call(embedding_backward_pad, "embedding_backward_pad", ids, grad_out, V, pad)
-        assert torch.is_tensor(got) and tuple(got.shape) == (V, C), f"expected a ({V}, {C}) gradient, got {got!r}"
-        if got[pad].abs().max() != 0:
-            raise AssertionError(f"ids {ids.tolist()}, padding_idx={pad}: the pad row {pad} must be zero, "
-                                 f"got {[round(x, 4) for x in got[pad].tolist()]}")
-        bad = [v for v in range(V) if not torch.allclose(got[v].double(), expected[v].double(), atol=1e-6)]
-        assert not bad, (f"ids {ids.tolist()}, padding_idx={pad}: rows {bad} differ from autograd (only row "
-                         f"{pad}, the pad id's row, is zeroed; every other row sums its occurrences)")
+def check_exercise_2(tied_backward):
+    g = torch.Generator().manual_seed(1)
+    for ids, V, C, dtype in ((torch.tensor([1, 4, 1, 0, 4, 4]), 6, 3, torch.float32),   # repeats; rows 2, 3, 5 unused
+                             (torch.tensor([2, 2, 5, 0]), 7, 4, torch.float64)):
+        W = torch.randn(V, C, generator=g, dtype=dtype, requires_grad=True)
+        grad_logits = torch.randn(len(ids), V, generator=g, dtype=dtype)  # (T, V)
+        (F.embedding(ids, W) @ W.T).backward(grad_logits)  # autograd's answer lands in W.grad
+        got = _call(tied_backward, "tied_backward", ids, grad_logits, W.detach())
+        assert torch.is_tensor(got) and tuple(got.shape) == (V, C), (
+            f"ids {ids.tolist()}, W ({V}, {C}): expected a ({V}, {C}) gradient, got "
+            f"{tuple(got.shape) if torch.is_tensor(got) else type(got).__name__}")
+        h = W.detach()[ids]  # (T, C)
+        through_output = grad_logits.T @ h  # (V, T) @ (T, C) -> (V, C)
+        through_lookup = W.grad - through_output
+        note = ""
+        if torch.allclose(got, through_output, atol=1e-5):
+            note = (" (that is the output layer's path only: W is also the lookup, so add the gradient that "
+                    "reaches h, added at the rows ids)")
+        elif torch.allclose(got, through_lookup, atol=1e-5):
+            note = " (that is the lookup's path only: W.T is also the output layer, whose gradient adds a second term)"
+        elif not torch.allclose(got[ids], W.grad[ids], atol=1e-5) and torch.allclose(got[2:3], W.grad[2:3], atol=1e-5):
+            note = " (an id used several times must add every one of its rows)"
+        assert torch.allclose(got, W.grad, atol=1e-5), (
+            f"ids {ids.tolist()}, {dtype}: the gradient differs from autograd's, max abs diff "
+            f"{(got - W.grad).abs().max().item():.3g}{note}")
     print("exercise 2: correct")
