@@ -19,9 +19,9 @@ from torch.utils._pytree import tree_flatten
 
 import helpers.attention as attention
 from helpers.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from helpers.compare import check_close
 from helpers.exercises import call_unchanged, refuse_calls
 from helpers.positional import sinusoidal_table
-from helpers.compare import check_close
 
 __all__ = ["check_attention_head", "check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4"]
 
@@ -40,6 +40,8 @@ def _call(fn: Callable, *args, case: str, label: str, targets=_ATTENTION, owner=
     try:
         with refuse_calls(fn if owner is None else owner, *targets, label=label):
             return call_unchanged(fn, *args, label=label)
+    except NotImplementedError:
+        raise  # the stub: attempt() says 'not done yet'
     except RuntimeError as err:
         text = str(err)
         if "without overflow" in text:
