@@ -1,0 +1,382 @@
+"""Notebook 04's checks, proven: each accepts correct answers written differently from the reference
+and rejects plausible wrong ones with a message that names the cause (tests/catalogue.py)."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+from catalogue import Catalogue, Wrong, assert_catalogue
+from torch import nn
+
+import helpers.attention
+from helpers.attention import causal_mask
+from helpers.checks.nb04 import (
+    check_attention_head,
+    check_exercise_1,
+    check_exercise_2,
+    check_exercise_3,
+    check_exercise_4,
+)
+from helpers.positional import relative_rotation, sinusoidal_table
+
+# ---- exercise 1: masked softmax -------------------------------------------------------------------
+
+
+def ms_reference(scores, mask):
+    any_allowed = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    scores = scores.masked_fill(~any_allowed, 0.0)
+    return torch.softmax(scores, dim=-1).masked_fill(~any_allowed, 0.0)
+
+
+def ms_where(scores, mask):
+    mask = mask.expand_as(scores)
+    s = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    s = torch.where(mask.any(-1, keepdim=True), s, torch.zeros_like(s))
+    return torch.where(mask, s.softmax(-1), torch.zeros_like(s))
+
+
+def ms_manual_float32(scores, mask):  # exp and sum by hand in float32, cast back
+    s = scores.float().masked_fill(~mask, float("-inf"))
+    m = s.amax(-1, keepdim=True).nan_to_num(neginf=0.0)  # rows with nothing allowed: any finite max
+    e = torch.exp(s - m)
+    return (e / e.sum(-1, keepdim=True).clamp(min=1e-30)).to(scores.dtype)
+
+
+def ms_nan_to_num(scores, mask):  # NaN rows from a softmax of all -inf, zeroed afterwards
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+
+
+def ms_plain(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+
+
+def ms_finfo_min(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), -1)
+
+
+def ms_minus_1e9(scores, mask):
+    w = torch.softmax(scores.masked_fill(~mask, -1e9), -1)
+    return w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+def ms_blocked_as_zero(scores, mask):  # a blocked score of 0 is not a weight of 0
+    w = torch.softmax(scores.masked_fill(~mask, 0.0), -1)
+    return w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+def ms_renormalise(scores, mask):  # softmax first, zero the blocked keys, renormalise (cells 25-26)
+    w = torch.softmax(scores, -1) * mask
+    return w / w.sum(-1, keepdim=True).clamp(min=torch.finfo(w.dtype).tiny)
+
+
+def ms_float32_out(scores, mask):
+    return ms_reference(scores.float(), mask)
+
+
+def ms_no_keepdim(scores, mask):
+    any_allowed = mask.any(dim=-1)  # forgot keepdim
+    s = scores.masked_fill(~mask, float("-inf")).masked_fill(~any_allowed, 0.0)
+    return s.softmax(-1)
+
+
+def ms_log_mask(scores, mask):  # additive log(mask) then nan_to_num: the backward meets NaN
+    return torch.softmax(scores + torch.log(mask.to(scores.dtype)), -1).nan_to_num(0.0)
+
+
+def ms_in_place(scores, mask):
+    any_allowed = mask.any(dim=-1, keepdim=True)
+    scores.masked_fill_(~mask, float("-inf"))
+    return torch.softmax(scores.masked_fill(~any_allowed, 0.0), -1).masked_fill(~any_allowed, 0.0)
+
+
+def ms_calls_helper(scores, mask):
+    eye = torch.eye(scores.shape[-1], dtype=scores.dtype)
+    return helpers.attention.scaled_dot_product_attention(scores, eye, eye, mask=mask, scale=1.0)[1]
+
+
+CAT_1 = Catalogue(check_exercise_1, ms_reference, correct=[ms_where, ms_manual_float32, ms_nan_to_num], wrong=[
+    Wrong(ms_plain, "0/0", "softmax of all -inf gives NaN rows"),
+    Wrong(ms_finfo_min, "uniform", "finfo.min leaks uniform weight into empty rows"),
+    Wrong(ms_minus_1e9, "-1e9", "-1e9 overflows float16"),
+    Wrong(ms_blocked_as_zero, "exactly 0", "blocked score 0 instead of -inf"),
+    Wrong(ms_renormalise, "underflow", "softmax then renormalise underflows"),
+    Wrong(ms_float32_out, "dtype", "returns float32 for float16 scores"),
+    Wrong(ms_no_keepdim, "keepdim", "any() without keepdim"),
+    Wrong(ms_log_mask, "backward", "log-mask: NaN gradient"),
+    Wrong(ms_in_place, "in place", "overwrites the scores"),
+    Wrong(ms_calls_helper, "calls", "calls the helper"),
+])
+
+# ---- the single-head build --------------------------------------------------------------------------
+
+
+class HeadBase(nn.Module):
+    def __init__(self, C, hs, bias=False):
+        super().__init__()
+        self.query, self.key, self.value = (nn.Linear(C, hs, bias=bias) for _ in range(3))
+
+
+class HeadReference(HeadBase):
+    def forward(self, x, causal=False):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
+        if causal:
+            scores = scores.masked_fill(~causal_mask(x.shape[1]), float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+class HeadEinsum(HeadBase):
+    def forward(self, x, causal=False):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        s = torch.einsum("btd,bsd->bts", q * q.shape[-1] ** -0.5, k)
+        if causal:
+            s = s + torch.full(s.shape[-2:], float("-inf")).triu(1)
+        return torch.einsum("bts,bsd->btd", s.softmax(-1), v)
+
+
+class HeadTril(HeadBase):  # Karpathy's buffer style
+    def forward(self, x, causal=False):
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).mT * self.key.out_features ** -0.5
+        if causal:
+            wei = wei.masked_fill(torch.tril(torch.ones(T, T)) == 0, float("-inf"))
+        return F.softmax(wei, dim=-1) @ self.value(x)
+
+
+class HeadScaleC(HeadBase):
+    def forward(self, x, causal=False):
+        scores = self.query(x) @ self.key(x).mT / math.sqrt(x.shape[-1])
+        if causal:
+            scores = scores.masked_fill(~causal_mask(x.shape[1]), float("-inf"))
+        return scores.softmax(-1) @ self.value(x)
+
+
+class HeadNoMask(HeadBase):
+    def forward(self, x, causal=False):
+        return (self.query(x) @ self.key(x).mT / math.sqrt(self.key.out_features)).softmax(-1) @ self.value(x)
+
+
+class HeadSoftmaxQueries(HeadBase):
+    def forward(self, x, causal=False):
+        scores = self.query(x) @ self.key(x).mT / math.sqrt(self.key.out_features)
+        if causal:
+            scores = scores.masked_fill(~causal_mask(x.shape[1]), float("-inf"))
+        return scores.softmax(-2).nan_to_num() @ self.value(x)
+
+
+class HeadKeyAsValue(HeadBase):
+    def forward(self, x, causal=False):
+        k = self.key(x)
+        return F.scaled_dot_product_attention(self.query(x), k, k, is_causal=causal)
+
+
+class HeadCallsTorch(HeadBase):
+    def forward(self, x, causal=False):
+        return F.scaled_dot_product_attention(self.query(x), self.key(x), self.value(x), is_causal=causal)
+
+
+CAT_HEAD = Catalogue(check_attention_head, HeadReference, correct=[HeadEinsum, HeadTril], wrong=[
+    Wrong(HeadScaleC, "1/√hs", "scaled by the width C"),
+    Wrong(HeadNoMask, "causal", "ignores the causal flag"),
+    Wrong(HeadSoftmaxQueries, "softmax over the keys", "softmax over the queries"),
+    Wrong(HeadKeyAsValue, "calls", "k as values, through torch's kernel"),
+    Wrong(HeadCallsTorch, "calls", "calls F.scaled_dot_product_attention"),
+])
+
+# ---- exercise 2: multi-head attention ---------------------------------------------------------------
+
+
+def mha_reference(x, ref, merge_heads_first=True, scale_by_c=False, view_bug=False, bias=True, out_bias=True,
+                  swap_kv=False, softmax_dim=-1, scale_hs=False):
+    B, T, C = x.shape
+    H = ref.num_heads
+    hs = C // H
+    Ws, bs = ref.in_proj_weight.chunk(3), ref.in_proj_bias.chunk(3)
+    q, k, v = (x @ W.T + (b if bias else 0) for W, b in zip(Ws, bs, strict=True))
+    if swap_kv:
+        k, v = v, k
+    if view_bug:
+        q, k, v = (t.view(B, H, T, hs) for t in (q, k, v))
+    else:
+        q, k, v = (t.view(B, T, H, hs).transpose(1, 2) for t in (q, k, v))
+    scale = 1 / math.sqrt(C) if scale_by_c else (1 / hs if scale_hs else 1 / math.sqrt(hs))
+    heads = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=softmax_dim) @ v
+    if merge_heads_first:
+        heads = heads.transpose(1, 2)
+    out = heads.reshape(B, T, C) @ ref.out_proj.weight.T
+    return out + ref.out_proj.bias if out_bias else out
+
+
+def mha_fused(x, ref):  # one F.linear for the three projections, einsum for the heads
+    B, T, C = x.shape
+    H = ref.num_heads
+    qkv = F.linear(x, ref.in_proj_weight, ref.in_proj_bias).view(B, T, 3, H, C // H)
+    q, k, v = qkv.unbind(2)  # (B, T, H, hs) each
+    w = torch.einsum("bthd,bshd->bhts", q, k).div(math.sqrt(C // H)).softmax(-1)
+    return ref.out_proj(torch.einsum("bhts,bshd->bthd", w, v).reshape(B, T, C))
+
+
+def mha_loop(x, ref):  # one head at a time, then concatenate
+    C = x.shape[-1]
+    H = ref.num_heads
+    hs = C // H
+    Wq, Wk, Wv = ref.in_proj_weight.chunk(3)
+    bq, bk, bv = ref.in_proj_bias.chunk(3)
+    heads = []
+    for h in range(H):
+        r = slice(h * hs, (h + 1) * hs)
+        q, k, v = x @ Wq[r].T + bq[r], x @ Wk[r].T + bk[r], x @ Wv[r].T + bv[r]
+        heads.append(torch.softmax(q @ k.mT / hs**0.5, -1) @ v)
+    return F.linear(torch.cat(heads, -1), ref.out_proj.weight, ref.out_proj.bias)
+
+
+def mha_calls_ref(x, ref):
+    return ref(x, x, x, need_weights=False)[0]
+
+
+def mha_calls_helper(x, ref):
+    return helpers.attention.MultiHeadAttention.from_torch(ref)(x, x, x)
+
+
+CAT_2 = Catalogue(check_exercise_2, mha_reference, correct=[mha_fused, mha_loop], wrong=[
+    Wrong(partial(mha_reference, scale_by_c=True), "scale", "scale 1/√C"),
+    Wrong(partial(mha_reference, scale_hs=True), "scale", "scale 1/hs"),
+    Wrong(partial(mha_reference, view_bug=True), "split", "view(B, H, T, hs) without the transpose"),
+    Wrong(partial(mha_reference, merge_heads_first=False), ("merge", "concatenated"), "merge without the transpose"),
+    Wrong(partial(mha_reference, bias=False), "biases", "no in-projection bias"),
+    Wrong(partial(mha_reference, out_bias=False), ("biases", "W_O"), "no output bias"),
+    Wrong(partial(mha_reference, swap_kv=True), "projections", "K and V swapped"),
+    Wrong(partial(mha_reference, softmax_dim=-2), "softmax axis", "softmax over the queries"),
+    Wrong(mha_calls_ref, "calls", "calls ref"),
+    Wrong(mha_calls_helper, "calls", "calls helpers' MultiHeadAttention"),
+])
+
+# ---- exercise 3: two tokens back --------------------------------------------------------------------
+
+
+def tb_reference(pe):
+    M2 = relative_rotation(2, pe.shape[1]).to(pe.dtype)
+    keys = pe @ M2.T
+    return pe @ keys.T
+
+
+def tb_m1_squared(pe):
+    M1 = relative_rotation(1, pe.shape[1]).to(pe.dtype)
+    return pe @ (M1 @ M1) @ pe.T
+
+
+def tb_rotate_queries(pe):  # q_t = M_{-2} p_t = p_{t-2}: query t looks for key t - 2 itself
+    return (pe @ relative_rotation(-2, pe.shape[1]).to(pe.dtype).T) @ pe.T
+
+
+def tb_einsum(pe):
+    M2 = relative_rotation(2, pe.shape[1]).to(pe.dtype)
+    return torch.einsum("tc,cd,sd->ts", pe, M2, pe)
+
+
+def tb_no_transpose(pe):  # M2 on the wrong side: key t + 2
+    return pe @ (pe @ relative_rotation(2, pe.shape[1]).to(pe.dtype)).T
+
+
+def tb_previous(pe):
+    return pe @ (pe @ relative_rotation(1, pe.shape[1]).to(pe.dtype).T).T
+
+
+def tb_roll(pe):  # a shift of the score matrix, not a head (review round 4)
+    return torch.roll(pe @ pe.T, -2, dims=1)
+
+
+def tb_other_table(pe):  # keys from a longer table, not from pe (ignores the input)
+    T, C = pe.shape
+    return pe @ sinusoidal_table(T + 2, C)[2:].T
+
+
+CAT_3 = Catalogue(check_exercise_3, tb_reference, correct=[tb_m1_squared, tb_rotate_queries, tb_einsum], wrong=[
+    Wrong(tb_no_transpose, "t-2", "M2 not transposed: attends to t + 2"),
+    Wrong(tb_previous, "t-2", "the previous-token head"),
+    Wrong(tb_roll, "not a head", "torch.roll of the same-token scores"),
+    Wrong(tb_other_table, "not a head", "keys from another table"),
+])
+
+# ---- exercise 4: masked online softmax --------------------------------------------------------------
+
+
+def oa_reference(q, k, v, mask, block, safe=True, clamp=True, rescale=True, same_mask=False):
+    m = torch.full((*q.shape[:-1], 1), float("-inf"))
+    ell, acc = torch.zeros_like(m), torch.zeros(*q.shape[:-1], v.shape[-1])
+    for j in range(0, k.shape[-2], block):
+        s = q @ k[..., j : j + block, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        cols = mask[:, :block][:, : s.shape[-1]] if same_mask else mask[:, j : j + block]
+        s = s.masked_fill(~cols, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        base = m_new.nan_to_num(neginf=0.0) if safe else m_new
+        p, fix = torch.exp(s - base), torch.exp(m - base)
+        if not rescale:
+            fix = torch.ones_like(fix)
+        ell = ell * fix + p.sum(-1, keepdim=True)
+        acc = acc * fix + p @ v[..., j : j + block, :]
+        m = m_new
+    return acc / (ell.clamp(min=torch.finfo(ell.dtype).tiny) if clamp else ell)
+
+
+def oa_where(q, k, v, mask, block):  # a finite start instead of -inf, torch.where for the mask
+    m = torch.full((*q.shape[:-1], 1), -1e30)
+    ell = torch.zeros_like(m)
+    acc = torch.zeros(*q.shape[:-1], v.shape[-1])
+    for j in range(0, k.shape[-2], block):
+        s = q @ k[..., j : j + block, :].mT * q.shape[-1] ** -0.5
+        s = torch.where(mask[:, j : j + block], s, torch.tensor(float("-inf")))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        ell = ell * torch.exp(m - m_new) + p.sum(-1, keepdim=True)
+        acc = acc * torch.exp(m - m_new) + p @ v[..., j : j + block, :]
+        m = m_new
+    return torch.where(ell > 0, acc / ell.clamp(min=1e-30), torch.zeros_like(acc))
+
+
+def oa_blocks_list(q, k, v, mask, block):  # scores of one block at a time, running state per block
+    d = q.shape[-1]
+    out_num, out_den, run_max = 0, 0, None
+    for kb, vb, mb in zip(k.split(block, -2), v.split(block, -2), mask.split(block, -1), strict=True):
+        s = (q @ kb.mT / math.sqrt(d)).masked_fill(~mb, float("-inf"))
+        bmax = s.amax(-1, keepdim=True)
+        new = bmax if run_max is None else torch.maximum(run_max, bmax)
+        new_safe = torch.where(new.isinf(), torch.zeros_like(new), new)
+        p = (s - new_safe).exp()
+        if run_max is not None:
+            f = (run_max - new_safe).exp()
+            out_num, out_den = out_num * f, out_den * f
+        out_num, out_den, run_max = out_num + p @ vb, out_den + p.sum(-1, keepdim=True), new
+    return out_num / torch.where(out_den == 0, torch.ones_like(out_den), out_den)
+
+
+def oa_full_softmax(q, k, v, mask, block):  # ignores block: the whole (T_q, T_k) at once
+    s = (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, -1).nan_to_num(0.0) @ v
+
+
+def oa_calls_helper(q, k, v, mask, block):
+    return helpers.attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
+CAT_4 = Catalogue(check_exercise_4, oa_reference, correct=[oa_where, oa_blocks_list], wrong=[
+    Wrong(partial(oa_reference, safe=False), "exp(-inf - (-inf))", "naive: NaN after a masked first block"),
+    Wrong(partial(oa_reference, clamp=False), "0 / 0", "acc / ell unclamped: 0/0 in empty rows"),
+    Wrong(partial(oa_reference, rescale=False), "rescaled", "no rescale of the running sums"),
+    Wrong(partial(oa_reference, same_mask=True), "slice of the mask", "the first block's mask for every block"),
+    Wrong(oa_full_softmax, "block", "a full softmax that ignores block"),
+    Wrong(oa_calls_helper, "calls", "calls the helper"),
+])
+
+CATALOGUES = {"exercise 1": CAT_1, "attention head": CAT_HEAD, "exercise 2": CAT_2, "exercise 3": CAT_3,
+              "exercise 4": CAT_4}
+
+
+@pytest.mark.parametrize("name", list(CATALOGUES))
+def test_catalogue(name):
+    assert_catalogue(CATALOGUES[name])
