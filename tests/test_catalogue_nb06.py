@@ -57,7 +57,7 @@ ex1 = Catalogue(
 # ---------------------------------------------------------------- exercise 2
 
 
-def make_cached(causal_prompt=True, see_self=True, reset_pos=False, ln_f=True, rerun_last=False):
+def make_cached(causal_prompt=True, see_self=True, reset_pos=False, ln_f=True):
     """The notebook's reference, with one mistake switched on at a time."""
 
     def cached_generate(model, ids, n_new):
@@ -82,12 +82,6 @@ def make_cached(causal_prompt=True, see_self=True, reset_pos=False, ln_f=True, r
                 x = x + blk.ff(blk.norm2(x))
             last = x[:, -1]
             nxt = model.head(model.ln_f(last) if ln_f else last).argmax(-1, keepdim=True)  # (B, 1)
-            if rerun_last and start > 0:
-                new, start = torch.cat([new, nxt], 1), start + t - 1  # wrong: runs the previous token again
-                ids = torch.cat([ids, nxt], 1)
-                K = [k[:, :, :-1] for k in K]
-                Vs = [v[:, :, :-1] for v in Vs]
-                continue
             ids, new, start = torch.cat([ids, nxt], 1), nxt, start + t
         return ids
 
