@@ -1,0 +1,266 @@
+"""Checks of notebook 06 (the full model): its builds and exercises.
+
+- ``check_exercise_1``: the loss of a tied GPT at initialisation, predicted from a, σ and the repeat rate.
+- ``check_exercise_2``: greedy generation with a KV cache the learner writes.
+- ``check_exercise_3``: the top-p (nucleus) filter.
+- ``check_exercise_4``: the min-p filter.
+- ``check_exercise_5``: generation past block_size with a cache rebuilt when the window slides.
+
+The cache checks run on the course's trained character GPT (``load_pretrained("char_gpt")``): an
+untrained toy's greedy tokens hide attention errors (a prompt pass without the causal mask, a new
+token that cannot see itself), a trained model's do not. Each token the learner generates must be
+the argmax of the full model's logits given the tokens before it (within 1e-3 nats, so a near tie
+decided the other way by rounding on another CPU is not an error).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from helpers.data import load_corpus
+from helpers.exercises import call_unchanged, refuse_calls
+from helpers.generation import cached_attention, filter_logits
+from helpers.gpt import GPT
+from helpers.models import GPTConfig
+from helpers.pretrained import load_pretrained
+
+__all__ = ["check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4",
+           "check_exercise_5", "copy_stats", "count_positions"]
+
+
+def copy_stats(logits, x):
+    """(B, T, V), (B, T) -> mean logit of the current token a, std of every other logit σ."""
+    own = logits.gather(-1, x[..., None])  # (B, T, 1)
+    others = logits.scatter(-1, x[..., None], float("nan"))  # (B, T, V), the current token blanked
+    return own.mean().item(), others[~others.isnan()].std().item()
+
+
+def count_positions(model, fn, *args, **kwargs):
+    """Run fn(*args, **kwargs); return its result and the token-positions that passed through layer 0's feed-forward."""
+    seen = []
+    hook = model.blocks[0].ff.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].shape[:-1].numel()))
+    try:
+        with torch.no_grad():
+            return fn(*args, **kwargs), sum(seen)
+    finally:
+        hook.remove()
+
+
+# ---------------------------------------------------------------- exercise 1: the loss at init
+
+def _repeating_text(V, share, g, B=64, T=65):
+    x = torch.randint(0, V, (B, T), generator=g)  # random text ...
+    copy = torch.rand(B, T, generator=g) < share
+    for t in range(1, T):  # ... in which a share of the tokens repeat the one before
+        x[:, t] = torch.where(copy[:, t], x[:, t - 1], x[:, t])
+    return x
+
+
+def check_exercise_1(predict_tied_loss):
+    """Tied GPTs at init on random text with a chosen share of repeats; C = 128 and C = 512 (σ ≈ 0.45,
+    where leaving out e^{σ²/2} costs about 0.1 nats)."""
+    cases = ((1000, 512, (0.0, 0.5)), (12, 128, (0.0, 0.3, 0.6)), (103, 128, (0.0, 0.3, 0.6)))  # σ's case first
+    for V, C, shares in cases:
+        with torch.random.fork_rng(devices=[]):  # a fixed model, without disturbing the global generator
+            torch.manual_seed(0)
+            m = GPT(GPTConfig(vocab_size=V, block_size=64, d_model=C, n_heads=4, n_layers=2)).eval()  # tied
+        g = torch.Generator().manual_seed(1)
+        for share in shares:
+            x = _repeating_text(V, share, g, B=64 if C == 128 else 24)
+            with torch.no_grad():
+                logits, loss = m(x[:, :-1], x[:, 1:])  # (B, 64, V), ()
+            (a, sigma), r = copy_stats(logits, x[:, :-1]), (x[:, 1:] == x[:, :-1]).float().mean().item()
+            got = predict_tied_loss(V, a, sigma, r)
+            assert isinstance(got, float), f"return a float, got {type(got).__name__}"
+            off = got - loss.item()
+            hint = ""
+            if C == 512 and share == 0.0:
+                hint = (" (σ is large here: does your sum of the other tokens' e^z use E[e^z] = e^{σ²/2} "
+                        "rather than 1?)")
+            elif V == 12:
+                hint = " (V is small here: is the copy token's e^a in the sum, next to V − 1 others?)"
+            elif share > 0:
+                hint = " (repeats change the target's logit: on a repeat it is a, otherwise 0 on average)"
+            assert abs(off) < 0.05, (f"V = {V}, C = {C}, repeat rate {r:.2f}: your prediction is {abs(off):.2f} nats too "
+                                     f"{'high' if off > 0 else 'low'} (a = {a:.2f}, σ = {sigma:.2f}){hint}")
+    print("exercise 1: correct")
+
+
+# ---------------------------------------------------------------- exercises 2 and 5: the KV cache
+
+_LM: list = []
+
+
+def _char_gpt():
+    """The trained character GPT and its tokenizer (loaded once)."""
+    if not _LM:
+        _LM.append(load_pretrained("char_gpt"))
+    model, tok = _LM[0]
+    return model.eval(), tok
+
+
+def _windows(tok, n, length):
+    text = load_corpus()
+    starts = [(i + 1) * len(text) // (n + 2) for i in range(n)]  # spread over the corpus: no seed involved
+    return torch.tensor([tok.encode(text[s : s + length]) for s in starts])  # (n, length)
+
+
+def _bad_position(model, ids, got):
+    """First position of ``got`` whose token is not the full model's argmax (within 1e-3), or None."""
+    T, bs = ids.shape[1], model.config.block_size
+    with torch.no_grad():
+        inside = model(got[:, :bs])[0]  # (B, min(T+n, bs), V): row t-1 predicts token t
+        for t in range(T, got.shape[1]):
+            row = inside[:, t - 1] if t <= bs else model(got[:, t - bs : t])[0][:, -1]  # (B, V)
+            chosen = row.gather(-1, got[:, t : t + 1])[:, 0]  # (B,)
+            if (chosen < row.amax(-1) - 1e-3).any():
+                return t
+    return None
+
+
+def _run_cache_check(label, fn, cases):
+    model, tok = _char_gpt()
+    bs = model.config.block_size
+    for prompts, n_new in cases:
+        ids = torch.tensor([tok.encode(p) for p in prompts]) if isinstance(prompts, list) else _windows(tok, *prompts)
+        (B, T) = ids.shape
+        with refuse_calls(fn, (GPT, "forward_cached"), (GPT, "generate"), cached_attention, label=label):
+            got, n = count_positions(model, call_unchanged, fn, model, ids, n_new, label="your function")
+        where = f"prompt of {T} token{'s' * (T > 1)} (B = {B}), n_new = {n_new}"
+        assert isinstance(got, torch.Tensor) and got.shape == (B, T + n_new), (
+            f"{where}: expected a tensor of shape {(B, T + n_new)}, got "
+            f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
+        assert torch.equal(got[:, :T], ids), f"{where}: the result must start with the prompt, unchanged"
+        bad = _bad_position(model, ids, got)
+        if bad is not None and bad == T:
+            raise AssertionError(
+                f"{where}: your first new token is not the model's greedy choice, so the prompt's pass already "
+                "computes other logits than model(ids): run the T prompt positions in one pass with the causal mask "
+                "(position s must not see s + 1, ...), positions 0 … T − 1, ln_f before the head")
+        if bad is not None and bad < bs:
+            raise AssertionError(
+                f"{where}: tokens 1 … {bad - T} after the prompt are right, token {bad - T + 1} (position {bad}) is not "
+                "the model's greedy choice: a step after the prompt goes wrong. Does the new token see itself "
+                "(its key and value join the cache before it attends)? Does it attend to every cached key? "
+                "Is its position s, the number of tokens before it?")
+        if bad is not None:
+            raise AssertionError(
+                f"{where}: inside the block your tokens are right, but position {bad}, after the window began to "
+                f"slide (block_size = {bs}), is not the model's greedy choice: each rebuild runs the window's "
+                f"{bs} tokens at positions 0 … {bs - 1} in one pass, with the causal mask")
+        inside = min(n_new, bs - T + 1)  # steps whose context still fits: T + inside - 1 positions
+        want = B * (T + inside - 1 + (n_new - inside) * bs)
+        assert n == want, (f"{where}: layer 0 processed {n} token-positions, expected {want}: "
+                           + ("each of the B·(T + n_new − 1) positions passes once" if inside == n_new else
+                              "T + n_new − 1 while the block fills, then block_size per step once the window slides"))
+
+
+def check_exercise_2(cached_generate):
+    """Your tokens must be the greedy choice of the full model (the trained char_gpt) given the tokens before
+    them, and every position must pass through layer 0 once. model.forward_cached, model.generate and
+    helpers.generation.cached_attention are off while your function runs: the cache must be yours."""
+    cases = (["The "], 40), ((4, 24), 1), ((4, 12), 3), (["a"], 30), ((2, 10), 20)
+    _run_cache_check("exercise 2", cached_generate, cases)
+    print("exercise 2: correct")
+
+
+def check_exercise_5(long_cached_generate):
+    """As exercise 2, past block_size (64 for char_gpt): the window slides and the cache is rebuilt each step."""
+    cases = (["The "], 70), ((2, 30), 40), (["a"], 66), ((3, 10), 20)
+    _run_cache_check("exercise 5", long_cached_generate, cases)
+    print("exercise 5: correct")
+
+
+# ---------------------------------------------------------------- exercise 3: top-p
+
+def _shuffled(logits, keep, perm):
+    return logits[:, perm], [[row[i] for i in perm] for row in keep]
+
+
+def _explain_top_p(case, logits, p, keep, kept):
+    probs = logits.softmax(-1)[0]
+    want = [i for i, k in enumerate(keep[0]) if k]
+    have = [i for i, k in enumerate(kept[0]) if k]
+    msg = (f"{case}: probabilities {[round(v, 3) for v in probs.tolist()]}, p = {p}: the smallest set of most "
+           f"likely tokens reaching p is at indices {want}; you kept {have}")
+    missing = sorted(set(want) - set(have))
+    if len(want) == len(have):
+        msg += (" — the right number of tokens, but not the most likely ones: a mask made in sorted order must be "
+                "put back in vocabulary order (or compare probabilities, not ranks)")
+    elif int(probs.argmax()) not in have:
+        msg += " — the most likely token always stays, even when it alone is more than p"
+    elif set(have) < set(want) and float(probs[missing].min()) >= float(probs[have].min()) - 1e-6:
+        msg += " — a token exactly as likely as the last one kept (a tie) must stay too"
+    elif len(have) > len(want):
+        msg += " — stop at the first token where the mass reaches p: the tokens ranked after it go"
+    else:
+        msg += (" — too few: a token stays while the mass of the more likely tokens above it is still below p "
+                "(count the mass in order of probability, most likely first)")
+    return msg
+
+
+def check_exercise_3(top_p_filter):
+    """Hand-made rows in shuffled vocabulary order (a tie at the boundary, a first token that alone reaches p,
+    equal tokens, p = 1) and random rows; helpers.generation.filter_logits is off while your function runs."""
+    perm = [2, 0, 3, 1]
+    cases = [  # (case, logits (1, V), p, which tokens must stay)
+        ("the first token alone reaches p", *_shuffled(torch.tensor([[4.0, 1.0, 0.5, 0.0]]), [[True, False, False, False]], perm), 0.8),
+        ("a tie at the boundary", *_shuffled(torch.tensor([[0.4, 0.3, 0.3, 0.0]]).log(), [[True, True, True, False]], perm), 0.6),
+        ("four equal tokens", torch.zeros(1, 4), [[True] * 4], 0.5),
+        ("p = 1 keeps every token", torch.tensor([[2.0, -1.0, 0.0, 1.0]]), [[True] * 4], 1.0),
+        ("unsorted, no tie", *_shuffled(torch.tensor([[0.45, 0.3, 0.15, 0.1]]).log(), [[True, True, False, False]], perm), 0.7),
+    ]
+    cases = [(c, lg, p, k) for c, lg, k, p in cases]
+    rows = torch.randn(8, 20, generator=torch.Generator().manual_seed(0)) * 2  # (B, V), no ties
+    p_for = {0.3: None, 0.9: None}
+    for p in p_for:
+        probs = rows.softmax(-1)
+        ranked, order = probs.sort(-1, descending=True)
+        keep = torch.zeros_like(rows, dtype=torch.bool).scatter(-1, order, (ranked.cumsum(-1) - ranked) < p)
+        cases.append((f"random rows, p = {p}", rows, p, keep.tolist()))
+    for case, logits, p, keep in cases:
+        with refuse_calls(top_p_filter, filter_logits, label="exercise 3"):
+            out = call_unchanged(top_p_filter, logits, p, label="your top_p_filter")
+        assert isinstance(out, torch.Tensor) and out.shape == logits.shape, (
+            f"{case}: expected a tensor of shape {tuple(logits.shape)}, got "
+            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        kept = torch.isfinite(out)
+        if kept.tolist() != keep:
+            if logits.shape[0] == 1:
+                raise AssertionError(_explain_top_p(case, logits, p, keep, kept.tolist()))
+            row = next(i for i in range(len(keep)) if kept[i].tolist() != keep[i])
+            raise AssertionError(_explain_top_p(f"{case}, row {row}", logits[row : row + 1], p, keep[row : row + 1],
+                                                kept[row : row + 1].tolist()))
+        assert torch.equal(out[kept], logits[kept]), f"{case}: the kept logits must keep their values"
+        assert (out[~kept] == float("-inf")).all(), f"{case}: removed tokens must be -inf"
+    print("exercise 3: correct")
+
+
+# ---------------------------------------------------------------- exercise 4: min-p
+
+def check_exercise_4(min_p_filter):
+    """A sure row and a flat one, three thresholds; the result must not change when a constant is added to a row."""
+    logits = torch.tensor([[2.0, 2.0 + math.log(0.5), 2.0 + math.log(0.09), -5.0],  # probs ∝ 1, 0.5, 0.09, tiny
+                           [0.0, 0.0, 0.0, 0.0]])  # (2, 4): a sure row and a flat one
+    perm = [3, 1, 0, 2]  # the most likely token is not first
+    logits = torch.cat([logits, logits[:1, perm]])  # (3, 4)
+    for min_p, keep in ((0.1, [True, True, False, False]), (0.6, [True, False, False, False]),
+                        (0.05, [True, True, True, False])):
+        keep = [keep, [True] * 4, [keep[i] for i in perm]]
+        out = call_unchanged(min_p_filter, logits, min_p, label="your min_p_filter")
+        assert isinstance(out, torch.Tensor) and out.shape == logits.shape, (
+            f"min_p={min_p}: expected a tensor of shape {tuple(logits.shape)}, got "
+            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        kept = torch.isfinite(out)
+        assert kept.tolist() == keep, (
+            f"min_p={min_p}: rows with probabilities ∝ [1, 0.5, 0.09, ~0] (sure), [1, 1, 1, 1] (flat) and the sure row "
+            f"shuffled: expected to keep {keep}, kept {kept.tolist()} (the threshold is min_p × the row's largest "
+            "probability, not an absolute probability and not a logit)")
+        assert torch.equal(out[kept], logits[kept]), f"min_p={min_p}: the kept logits must keep their values"
+        shifted = call_unchanged(min_p_filter, logits + 100.0, min_p, label="your min_p_filter")
+        assert torch.equal(torch.isfinite(shifted), kept), (
+            f"min_p={min_p}: the result must not change when a constant is added to every logit of a row "
+            "(the probabilities do not change): compare probabilities, not logits")
+    print("exercise 4: correct")
