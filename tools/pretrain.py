@@ -79,6 +79,20 @@ def final_loss(model, data: dict, block: int, batch: int, iters: int, starts: di
     return estimate_loss(model, lambda s: next(it[s]), eval_iters=iters)
 
 
+def shifted_starts(ci_starts: torch.Tensor, n: int, block: int, max_shift: int = 96) -> torch.Tensor:
+    """Window offsets that put a ci start anywhere in the first ``max_shift`` positions of the window.
+
+    Per ci start s: s itself 32 times (the prompt at position 0, as before), s + 2 16 times (the
+    tune name opening the window, no blank line) and s - r once for each r in 1..max_shift (the
+    tail of the previous ci first, then the tune name at position r + 2). Drawn uniformly, so a
+    window opens at a ci start 2/9 of the time, at a tune name 1/9, and elsewhere 2/3.
+    """
+    shifts = torch.cat([torch.zeros(32, dtype=torch.long), torch.full((16,), -2, dtype=torch.long),
+                        torch.arange(1, max_shift + 1)])  # (144,)
+    offs = (ci_starts[:, None].long() - shifts[None, :]).reshape(-1)  # (S, 144) -> (S*144,)
+    return offs[(offs >= 0) & (offs <= n - block - 1)]
+
+
 FORM_TUNES, FORM_EVERY = ("浣溪沙", "菩萨蛮", "鹧鸪天", "西江月"), 1000
 
 
@@ -107,8 +121,9 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--windows", choices=("ci", "any"), default="ci",
-                    help="char_gpt_zh: training windows start where a ci starts (default) or anywhere")
+    ap.add_argument("--windows", choices=("ci", "any", "shifted"), default="ci",
+                    help="char_gpt_zh: training windows start where a ci starts (default), anywhere, or "
+                         "'shifted': a ci start placed at a random offset in the window (see shifted_starts)")
     ap.add_argument("--out", default=None, help="default: pretrained/<model>.pt")
     if ap.parse_known_args()[0].model == "char_gpt_zh":  # its own defaults; flags given still win
         ap.set_defaults(**ZH_DEFAULTS)
@@ -125,7 +140,9 @@ def main() -> None:
         # Every window starts where a ci starts, as a prompt does: the tune name always sits at
         # positions 2.., which is what lets a small model learn each tune's line lengths.
         starts = ({"train": document_starts(train_text, args.block), "val": document_starts(val_text, args.block)}
-                  if args.windows == "ci" else {})
+                  if args.windows != "any" else {})
+        if args.windows == "shifted":  # validation keeps ci-start windows, so val losses compare across runs
+            starts["train"] = shifted_starts(starts["train"], len(train_ids), args.block)
         bigram = BigramModel(train_ids, tok.vocab_size, lam=0.7)
         baselines = {"bigram_val": bigram.nll(val_ids), "unigram_val": bigram.unigram_nll(val_ids),
                      "uniform": math.log(tok.vocab_size)}
@@ -173,7 +190,9 @@ def main() -> None:
     record = {"steps": args.steps, "batch_size": args.batch, "train_seconds": round(secs, 1),
               "train_cpu_seconds": round(cpu_secs, 1),
               "eval_steps": hist.eval_steps, "train_loss": hist.train_loss, "val_loss": hist.val_loss,
-              "windows": "from ci starts" if starts else "anywhere",
+              "windows": {"ci": "from ci starts", "any": "anywhere",
+                          "shifted": "a ci start at a random offset (shifted_starts)"}[args.windows] if
+                         args.model == "char_gpt_zh" else "anywhere",
               "split": ({"val_fraction": VAL_FRACTION, "by": "document"} if args.model == "char_gpt_zh"
                         else {"val_fraction": VAL_FRACTION, "chunks": CHUNKS}),
               "baselines": baselines, "train_config": {
