@@ -10,7 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.checks.nb07 import check_early_stopping, check_exercise_1, check_exercise_2, check_training_loop
+from helpers.checks.nb07 import (
+    check_early_stopping,
+    check_exercise_1,
+    check_exercise_2,
+    check_training_loop,
+)
 from helpers.training import History, cosine_lr, make_optimizer
 from tests.catalogue import Catalogue, Wrong, assert_catalogue
 
