@@ -84,8 +84,10 @@ test-browser: install
 bench: install
 	$(BIN)/python bench/bench_gpt.py
 
-# Re-train pretrained/char_gpt.pt and char_gpt_zh.pt (CPU, 1 thread, seeded); then record the
-# printed sha256 values in helpers/pretrained.py. pretrain-zh re-trains only the Song ci model.
+# Re-train the character models (CPU, 1 thread, seeded) into artifacts/pretrained/ (ignored by git):
+# the shipped, hash-pinned pretrained/*.pt are never replaced here. Each run prints how to install
+# its file (copy it over pretrained/ and record its sha256 in helpers/pretrained.py).
+# pretrain-zh re-trains only the Song ci model.
 .PHONY: pretrain pretrain-zh
 pretrain: install
 	$(BIN)/python tools/pretrain.py

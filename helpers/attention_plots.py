@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from matplotlib.figure import Figure
 
-from helpers.cjk import FAMILY, LATIN, check_drawable
+from helpers.cjk import EXT_FAMILY, FAMILY, LATIN, check_drawable
 from helpers.plots import check_plot_args, heatmap, plain_text
 
 
@@ -43,7 +43,7 @@ def style_token_ticks(ax) -> None:
     """Tick labels in DejaVu Sans with the course's CJK font for Chinese (the default already;
     kept so a notebook that sets another font family still draws its tokens)."""
     for label in (*ax.get_xticklabels(), *ax.get_yticklabels()):
-        label.set_fontfamily([LATIN, FAMILY])
+        label.set_fontfamily([LATIN, FAMILY, EXT_FAMILY])
 
 
 def _as_tensor(name: str, value) -> torch.Tensor:
