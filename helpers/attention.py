@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -79,8 +80,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p: float = 0.0, *, 
     check_probability("dropout_p", dropout_p)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (0 < scale < math.inf):
+    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (0 < scale < math.inf):
         raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
+    scale = float(scale)  # a numpy or 0-d scalar becomes a Python float, as PyTorch's own scale does
     # Scale before the product, √scale on each side as PyTorch's reference does: in float16,
     # q·kᵀ itself can pass 65,504 (→ inf → NaN) while the scaled scores fit. Half-precision
     # scores and softmax are computed in float32 (as PyTorch's CPU kernels do), then cast back.

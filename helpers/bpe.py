@@ -89,7 +89,10 @@ class BPETokenizer:
         if pattern is not None and not isinstance(pattern, str):
             raise TypeError(f"pattern must be a regex string or None, got {type(pattern).__name__}")
         self.pattern = pattern
-        self._split = re.compile(pattern) if pattern is not None else None
+        try:
+            self._split = re.compile(pattern) if pattern is not None else None
+        except re.error as e:
+            raise ValueError(f"pattern is not a valid regular expression ({e}): {pattern!r}") from None
         self._cache: dict[str, list[int]] = {}
 
     def _chunks(self, text: str) -> list[str]:

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from helpers.fileio import atomic_write, check_path
-from helpers.untrusted import torch_load
+from helpers.untrusted import open_regular, torch_load
 
 FORMAT = "helpers-checkpoint/1"
 _PLAIN = (bool, int, float, str, type(None), torch.Tensor)
@@ -117,7 +117,11 @@ def save_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
 def _read(path, label: str | None = None) -> dict:
     """The payload of a checkpoint (a path, or a buffer named ``label``), read with weights_only=True."""
     label = str(path) if label is None else label
-    payload = torch_load(path, label, "checkpoint (torch.save file)")
+    if isinstance(path, Path):  # a regular file only (a FIFO would block); unreadable is said as such, not "corrupt"
+        with open_regular(path, "checkpoint") as f:
+            payload = torch_load(f, label, "checkpoint (torch.save file)")
+    else:
+        payload = torch_load(path, label, "checkpoint (torch.save file)")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{label} is not a checkpoint written by save_checkpoint (no {FORMAT!r} marker)")
     return payload
@@ -151,6 +155,10 @@ def _check_fields(payload: dict, path: Path) -> None:
            or not (isinstance(v, torch.Tensor) or k.endswith("_extra_state"))]  # extra state may be plain data
     if bad:
         raise ValueError(f"{path} is damaged: field 'model' has non-str key(s) or non-tensor value(s) at {bad[:3]}")
+    sparse = [k for k, v in payload["model"].items() if isinstance(v, torch.Tensor) and v.layout != torch.strided]
+    if sparse:  # save_checkpoint writes dense weights only; load_state_dict would fail deep inside torch
+        raise ValueError(f"{path} is damaged: field 'model' holds non-dense (e.g. sparse) tensors at {sparse[:3]}; "
+                         "a checkpoint's weights are dense")
 
 
 def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict:
@@ -168,9 +176,9 @@ def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
     path = check_path("path", path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"no checkpoint file at {path}")
-    payload = _read(path)
+    payload = _read(path)  # a folder, pipe or device: ValueError from open_regular
     _check_fields(payload, path)
     saved_type = payload.get("optimizer_type")  # absent in files written before it was stored
     if optimizer is not None and saved_type is not None and saved_type != type(optimizer).__name__:

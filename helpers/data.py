@@ -217,6 +217,10 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, device=None,
         offsets = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
     else:
         check_tensor("starts", starts, ndim=1, floating=False)
+        try:  # offsets are drawn on the CPU, whatever device the starts came from
+            starts = starts.to("cpu")
+        except (RuntimeError, NotImplementedError) as e:  # e.g. a 'meta' tensor holds no values
+            raise ValueError(f"starts must hold offsets readable on the CPU, got a tensor on {starts.device}: {e}") from None
         if len(starts) == 0:
             raise ValueError("starts must hold at least one offset")
         if int(starts.min()) < 0 or int(starts.max()) > len(data) - block_size - 1:

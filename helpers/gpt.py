@@ -180,6 +180,8 @@ class GPT(nn.Module):
             raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
         c, w = self.config, self.tok_emb.weight
         cache.check_fits(c.n_layers, idx.shape[0], c.n_heads, c.d_model // c.n_heads, w.dtype, w.device)
+        if idx.shape[1] < 1:
+            raise ValueError("idx must hold at least one new token per row, got T=0")
         if not 1 <= cache.length + idx.shape[1] <= cache.max_len:
             raise ValueError(f"cache.length={cache.length} + T={idx.shape[1]} must be in [1, {cache.max_len}]")
         x = self._embed(idx, start=cache.length)  # (B, t) -> (B, t, C)

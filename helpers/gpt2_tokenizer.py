@@ -39,6 +39,7 @@ from pathlib import Path
 from helpers.bpe import BPETokenizer
 from helpers.tokenizers import check_ids, check_text
 from helpers.untrusted import load_json, read_text
+from helpers.validate import check_bool
 
 # Unicode's White_Space property (stable since Unicode 6.3). Python's \s also matches
 # U+001C..U+001F, which GPT-2's regex does not count as space.
@@ -85,6 +86,8 @@ class GPT2Tokenizer:
         for tok, i in encoder.items():
             if not isinstance(tok, str) or isinstance(i, bool) or not isinstance(i, int):
                 raise TypeError(f"{source}: every entry must be str -> int, got {tok!r} -> {i!r}")
+        if "" in encoder:  # an empty special token would match between every two characters of a text
+            raise ValueError(f"{source}: the empty string is not a token (id {encoder['']})")
         if sorted(encoder.values()) != list(range(len(encoder))):
             raise ValueError(f"{source}: the ids must be 0 .. {len(encoder) - 1}, each once")
         byte_char = bytes_to_unicode()
@@ -146,6 +149,7 @@ class GPT2Tokenizer:
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         """Text -> GPT-2 ids. Special tokens written in ``text`` become their id only if ``allow_special``."""
         check_text("text", text)
+        check_bool("allow_special", allow_special)
         if not allow_special or self._split_special is None:
             return [self._to_file[i] for i in self.bpe.encode(text)]
         out: list[int] = []

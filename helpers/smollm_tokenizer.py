@@ -30,6 +30,7 @@ from operator import itemgetter
 from helpers.bpe import BPETokenizer
 from helpers.gpt2_tokenizer import WHITE_SPACE, _class, bytes_to_unicode
 from helpers.tokenizers import check_ids, check_text
+from helpers.validate import check_bool
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 ROLES = ("system", "user", "assistant")
@@ -56,6 +57,8 @@ class SmolLMTokenizer:
             raise TypeError(f"{source}: tokens must be a list of str")
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise TypeError(f"{source}: merges must be a list of str")
+        if "" in tokens:  # an empty special token would match between every two characters of a text
+            raise ValueError(f"{source}: the empty string is not a token (id {tokens.index('')})")
         file_id = {}
         for i, t in enumerate(tokens):
             if t in file_id:
@@ -103,6 +106,7 @@ class SmolLMTokenizer:
     def encode(self, text: str, allow_special: bool = False) -> list[int]:
         """Text -> ids. Special tokens written in ``text`` become their id only if ``allow_special``."""
         check_text("text", text)
+        check_bool("allow_special", allow_special)
         if allow_special:
             out: list[int] = []
             for k, part in enumerate(self._split_special.split(text)):  # odd parts are the special tokens

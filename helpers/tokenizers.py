@@ -43,7 +43,7 @@ def check_ids(ids, vocab_size: int) -> list[int]:
     """Return ``ids`` as a list of ints in [0, vocab_size); accepts lists, tuples, 1-D tensors/arrays.
 
     Any integer type is accepted and converted to int: Python ints, numpy integer scalars,
-    tensors/arrays of any integer dtype. Floats and bools are refused (TypeError).
+    tensors/arrays of any integer dtype, a list of 0-d integer tensors. Floats and bools are refused (TypeError).
     """
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
@@ -51,7 +51,7 @@ def check_ids(ids, vocab_size: int) -> list[int]:
         ids = ids.tolist()
     if not isinstance(ids, Iterable):
         raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
-    ids = list(ids)
+    ids = [i.tolist() if getattr(i, "ndim", None) == 0 and hasattr(i, "tolist") else i for i in ids]  # 0-d tensors
     for i in ids:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral):
             raise TypeError(f"ids must contain ints only, got {type(i).__name__} ({i!r})")

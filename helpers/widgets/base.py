@@ -25,6 +25,8 @@ import ipywidgets as widgets
 import matplotlib
 import numpy as np
 import PIL.Image
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from helpers.cjk import EXT_FAMILY, FAMILY, LATIN, register
@@ -197,8 +199,14 @@ class Panels:
     """
 
     def __init__(self, figure: Figure, groups: list[list], above=None):
-        if not groups or not all(groups):
-            raise ValueError("groups must be a non-empty list of non-empty lists of axes")
+        if not isinstance(figure, Figure):
+            raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+        if (not isinstance(groups, (list, tuple)) or not groups
+                or not all(isinstance(g, (list, tuple)) and g for g in groups)):
+            raise ValueError("groups must be a non-empty list of non-empty lists of axes, e.g. [[ax1], [ax2, ax3]]")
+        strays = [ax for g in groups for ax in g if not isinstance(ax, Axes) or ax.figure is not figure]
+        if strays:
+            raise ValueError(f"groups must hold only axes of this figure, got {strays[0]!r}")
         self.figure, self.groups, self.above, self.top = figure, groups, above, 0
         self.images = [widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
                        for _ in groups]  # fmt: skip
@@ -235,6 +243,10 @@ class Panels:
 
     def show(self) -> None:
         """Cut the canvas's current picture (drawn by the caller) into the panels' PNGs."""
+        if not isinstance(self.figure.canvas, FigureCanvasAgg):  # a bare Figure() has no pixels to cut
+            FigureCanvasAgg(self.figure)
+        if getattr(self.figure.canvas, "renderer", None) is None:  # never drawn yet: draw it, or there is no picture
+            self.figure.canvas.draw()
         rgba = np.array(self.figure.canvas.buffer_rgba())  # (H, W, 4), a copy: the canvas is drawn again later
         if self.cuts is None:
             self.cuts = self._find_cuts()
