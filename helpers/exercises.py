@@ -207,8 +207,10 @@ def refuse_calls(solutions, *targets, label: str = "this exercise"):
                 "write it yourself with plain tensor operations")
 
         originals.append((original, raiser))
-        if owner is not None:
-            patches.append((owner, attr, original, raiser))
+        if owner is not None:  # put back what the owner itself held (a classmethod, not its bound method;
+            # nothing, for an inherited attribute), so the owner is exactly as it was afterwards
+            own = vars(owner).get(attr, _INHERITED) if hasattr(owner, "__dict__") else original
+            patches.append((owner, attr, own, raiser))
     namespaces: list[dict] = [fn.__globals__ for s in solutions for fn in _owner_functions(s)]
     namespaces += [vars(m) for n, m in list(sys.modules.items())
                    if isinstance(m, ModuleType) and (n == "helpers" or n.startswith("helpers."))]
@@ -240,8 +242,13 @@ def refuse_calls(solutions, *targets, label: str = "this exercise"):
         for where, key, original in reversed(done):
             if isinstance(where, dict):
                 where[key] = original
+            elif original is _INHERITED:
+                delattr(where, key)
             else:
                 setattr(where, key, original)
+
+
+_INHERITED = object()  # marks an attribute the owner only inherited: restored by deleting the patch
 
 
 def _copy(value):
@@ -269,7 +276,9 @@ def _same(a, b) -> bool:
         return isinstance(b, list | tuple) and len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return True
+    if isinstance(a, int | float | str | bytes | type(None)):  # inside a list the learner may have edited
+        return type(a) is type(b) and (a == b or (a != a and b != b))  # NaN equals NaN here
+    return True  # modules, generators...: a check that hands them over tests them itself
 
 
 def call_unchanged(fn: Callable, *args, label: str = "your function", **kwargs):

@@ -438,8 +438,9 @@ def test_damaged_tokenizer_files_raise_value_errors_naming_the_file(tmp_path_fac
             tok = LOADERS[kind].load(path)
     except ValueError as e:
         assert "tok.json" in str(e), e
-    else:  # what loads must work
-        assert tok.decode(tok.encode("a")) == "a" or kind == "word"
+    else:  # what loads must work (a damaged "chars" can still be a valid vocabulary without "a")
+        text = "a" if kind != "char" or "a" in tok.chars else "".join(tok.chars[:3])
+        assert tok.decode(tok.encode(text)) == text or kind == "word"
 
 
 @pytest.mark.parametrize("raw", [b"\xff\xfe garbage", b'{"type": "char", "version": 1, "chars": ["a"', b"[" * 100000,

@@ -127,3 +127,36 @@ def test_refuse_calls_sees_a_class_methods():
     with pytest.raises(AssertionError, match="calls"):
         with refuse_calls(Head, helpers.attention.scaled_dot_product_attention):
             Head()(torch.randn(1, 2, 4))
+
+
+def test_refuse_calls_puts_back_classmethods_and_inherited_attributes_exactly():
+    class Base:
+        @classmethod
+        def make(cls):
+            return cls
+
+        @staticmethod
+        def one():
+            return 1
+
+    class Child(Base):
+        pass
+
+    before = dict(vars(Base))
+    for name in ("make", "one"):
+        with refuse_calls(lambda: None, (Base, name)), pytest.raises(AssertionError, match="your answer calls"):
+            getattr(Base, name)()
+    assert dict(vars(Base)) == before  # the classmethod object itself, not a bound method, is back
+    with refuse_calls(lambda: None, (Child, "make")), pytest.raises(AssertionError):
+        Child.make()
+    assert "make" not in vars(Child) and Child.make() is Child  # inherited again, not shadowed
+
+
+def test_call_unchanged_sees_a_list_of_ints_edited_in_place():
+    def merge_in_place(ids):
+        ids[0:2] = [256]
+        return ids
+
+    with pytest.raises(AssertionError, match="in place"):
+        call_unchanged(merge_in_place, [1, 2, 3])
+    assert call_unchanged(lambda ids: [*ids, 4], [1, 2, float("nan")])[-1] == 4
