@@ -110,37 +110,35 @@ def check_exercise_1(masked_softmax):
 
 
 def _head_mistakes(q, k, v, x, causal):
-    """What the classic mistakes of the single head compute from its own q, k, v: (output, cause) pairs."""
+    """What the classic mistakes of the single head compute from its own q, k, v: (output, cause) pairs.
+
+    Each is torch's kernel with one argument changed (the weights themselves come out of it with the
+    identity as values), so this file shows the mistakes, not the computation the build asks for.
+    """
     T, hs, C = q.shape[-2], k.shape[-1], x.shape[-1]
-    lower = causal_mask(T)  # (T, T): key s <= t
-    everything = torch.ones(T, T, dtype=torch.bool)
-    keep = lower if causal else everything
-
-    def attend(scale=hs**-0.5, dim=-1, allowed=keep, values=v, scores=None, after=False):
-        s = q @ k.transpose(-2, -1) * scale if scores is None else scores  # (B, T, T)
-        if after:  # the mask applied to the weights, not to the scores
-            return torch.softmax(s, dim=-1) * allowed @ values
-        return torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=dim).nan_to_num() @ values
-
-    yield attend(scale=1.0), "no scale: divide the scores by √hs (d_k is the head size), or the softmax saturates"
-    yield attend(scale=1 / hs), "scaled by 1/hs: the scale is 1/√hs, the square root of the head size"
-    yield attend(scale=C**-0.5), "scaled by 1/√C (the width C): the scale is 1/√hs, the head size (k's last axis)"
-    yield attend(dim=-2), ("the softmax runs over the queries (axis -2): take the softmax over the keys (the last "
-                           "axis), so that each query's weights sum to 1")
-    yield (attend(scores=k @ q.transpose(-2, -1) * hs**-0.5),
-           "the scores are k qᵀ: score[t, s] must be q_t · k_s, the query of t against the key of s")
-    yield attend(values=k), "k used as the values: the weights multiply v = self.value(x)"
+    sdpa, eye, lower = F.scaled_dot_product_attention, torch.eye(T), causal_mask(T)  # lower: (T, T), key s <= t
+    yield sdpa(q, k, v, is_causal=causal, scale=1.0), (
+        "no scale: divide the scores by √hs (d_k is the head size), or the softmax saturates")
+    yield sdpa(q, k, v, is_causal=causal, scale=1 / hs), (
+        "scaled by 1/hs: the scale is 1/√hs, the square root of the head size")
+    yield sdpa(q, k, v, is_causal=causal, scale=C**-0.5), (
+        "scaled by 1/√C (the width C): the scale is 1/√hs, the head size (k's last axis)")
+    over_queries = sdpa(k, q, eye, attn_mask=lower.T if causal else None).transpose(-2, -1)  # (B, T, T)
+    yield over_queries @ v, ("the softmax runs over the queries (axis -2): take the softmax over the keys (the last "
+                             "axis), so that each query's weights sum to 1")
+    yield sdpa(k, q, v, is_causal=causal), (
+        "the scores are k qᵀ: score[t, s] must be q_t · k_s, the query of t against the key of s")
+    yield sdpa(q, k, k, is_causal=causal), "k used as the values: the weights multiply v = self.value(x)"
     if C == hs:
-        yield attend(values=x), "x used as the values: the weights multiply v = self.value(x), not x"
+        yield sdpa(q, k, x, is_causal=causal), "x used as the values: the weights multiply v = self.value(x), not x"
     if causal:
-        yield attend(allowed=everything), ("causal=True is ignored: key s > t must get exactly 0 weight "
-                                           "(-inf before the softmax)")
-        yield attend(allowed=torch.ones(T, T, dtype=torch.bool).tril(1)), (
+        yield sdpa(q, k, v), "causal=True is ignored: key s > t must get exactly 0 weight (-inf before the softmax)"
+        yield sdpa(q, k, v, attn_mask=torch.ones(T, T, dtype=torch.bool).tril(1)), (
             "the causal mask is off by one: query t may see keys s <= t, not t + 1")
-        yield attend(after=True), ("the mask came after the softmax: fill the blocked scores with -inf before it, "
-                                   "so that the allowed weights sum to 1")
+        yield sdpa(q, k, eye) * lower @ v, ("the mask came after the softmax: fill the blocked scores with -inf "
+                                            "before it, so that the allowed weights sum to 1")
     else:
-        yield attend(allowed=lower), "masked with causal=False: mask only when causal is True"
+        yield sdpa(q, k, v, is_causal=True), "masked with causal=False: mask only when causal is True"
 
 
 def check_attention_head(cls):
