@@ -148,12 +148,73 @@ class HeadTril(HeadBase):  # Karpathy's buffer style
         return F.softmax(wei, dim=-1) @ self.value(x)
 
 
+class HeadMaskAfterSoftmax(HeadBase):  # softmax, zero the future, renormalise: equal at these scores
+    def forward(self, x, causal=False):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        w = torch.softmax(torch.bmm(q, k.transpose(1, 2)) / k.size(-1) ** 0.5, dim=2)
+        if causal:
+            w = w * causal_mask(x.size(1))
+            w = w / w.sum(-1, keepdim=True)
+        return torch.bmm(w, v)
+
+
 class HeadScaleC(HeadBase):
     def forward(self, x, causal=False):
         scores = self.query(x) @ self.key(x).mT / math.sqrt(x.shape[-1])
         if causal:
             scores = scores.masked_fill(~causal_mask(x.shape[1]), float("-inf"))
         return scores.softmax(-1) @ self.value(x)
+
+
+def _head_wrong(x, q, k, v, causal, scale=None, dim=-1, allowed=None):
+    scale = k.shape[-1] ** -0.5 if scale is None else scale
+    scores = q @ k.mT * scale
+    if causal:
+        keep = causal_mask(x.shape[1]) if allowed is None else allowed
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return scores.softmax(dim) @ v
+
+
+class HeadUnscaled(HeadBase):
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), causal, scale=1.0)
+
+
+class HeadScaleHs(HeadBase):  # 1/hs: "divide by d_k"
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), causal, scale=1 / self.key.out_features)
+
+
+class HeadSwappedScores(HeadBase):  # k qᵀ: score[t, s] = k_t · q_s
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.key(x), self.query(x), self.value(x), causal)
+
+
+class HeadValuesX(HeadBase):  # the weights times x (same shape when hs = C)
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.query(x), self.key(x), x, causal)
+
+
+class HeadMaskNoDiagonal(HeadBase):  # triu(0) blocked: the token cannot see itself, row 0 has no key
+    def forward(self, x, causal=False):
+        T = x.shape[1]
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), causal, allowed=causal_mask(T).tril(-1))
+
+
+class HeadMaskOffByOne(HeadBase):  # tril(1): query t also sees key t + 1
+    def forward(self, x, causal=False):
+        T = x.shape[1]
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), causal, allowed=torch.ones(T, T).tril(1) > 0)
+
+
+class HeadMaskFromBatch(HeadBase):  # causal_mask(x.shape[0]): B instead of T
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), causal, allowed=causal_mask(x.shape[0]))
+
+
+class HeadAlwaysCausal(HeadBase):
+    def forward(self, x, causal=False):
+        return _head_wrong(x, self.query(x), self.key(x), self.value(x), True)
 
 
 class HeadNoMask(HeadBase):
@@ -169,6 +230,12 @@ class HeadSoftmaxQueries(HeadBase):
         return scores.softmax(-2).nan_to_num() @ self.value(x)
 
 
+class HeadMaskAfterNoRenorm(HeadBase):  # softmax, zero the future, no renormalisation
+    def forward(self, x, causal=False):
+        w = (self.query(x) @ self.key(x).mT / math.sqrt(self.key.out_features)).softmax(-1)
+        return (w * causal_mask(x.shape[1]) if causal else w) @ self.value(x)
+
+
 class HeadKeyAsValue(HeadBase):
     def forward(self, x, causal=False):
         k = self.key(x)
@@ -180,12 +247,46 @@ class HeadCallsTorch(HeadBase):
         return F.scaled_dot_product_attention(self.query(x), self.key(x), self.value(x), is_causal=causal)
 
 
-CAT_HEAD = Catalogue(check_attention_head, HeadReference, correct=[HeadEinsum, HeadTril], wrong=[
+class HeadCallsHelper(HeadBase):  # the helpers' attention, reached through the module
+    def forward(self, x, causal=False):
+        mask = causal_mask(x.shape[1]) if causal else None
+        return helpers.attention.scaled_dot_product_attention(self.query(x), self.key(x), self.value(x), mask=mask)[0]
+
+
+class HeadCallsMHA(HeadBase):  # a one-head MultiHeadAttention loaded with the three projections
+    def forward(self, x, causal=False):
+        mha = helpers.attention.MultiHeadAttention(x.shape[-1], n_heads=1, bias=False)
+        return mha(x, x, x, is_causal=causal)
+
+
+class HeadFusedInit(nn.Module):  # one fused projection: the check reads self.query, self.key, self.value
+    def __init__(self, C, hs, bias=False):
+        super().__init__()
+        self.qkv = nn.Linear(C, 3 * hs, bias=bias)
+
+    def forward(self, x, causal=False):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return F.softmax(q @ k.mT / k.shape[-1] ** 0.5, -1) @ v
+
+
+CAT_HEAD = Catalogue(check_attention_head, HeadReference, correct=[HeadEinsum, HeadTril, HeadMaskAfterSoftmax], wrong=[
     Wrong(HeadScaleC, "1/√hs", "scaled by the width C"),
+    Wrong(HeadUnscaled, "no scale", "no 1/√d_k"),
+    Wrong(HeadScaleHs, "1/hs", "scaled by 1/hs, no square root"),
+    Wrong(HeadSwappedScores, "q_t · k_s", "k qᵀ instead of q kᵀ"),
+    Wrong(HeadValuesX, "self.value", "the weights times x"),
     Wrong(HeadNoMask, "causal", "ignores the causal flag"),
+    Wrong(HeadAlwaysCausal, "causal=False", "masks even when causal is False"),
+    Wrong(HeadMaskNoDiagonal, "diagonal", "the causal mask blocks the token itself"),
+    Wrong(HeadMaskOffByOne, "off by one", "the causal mask lets t see t + 1"),
+    Wrong(HeadMaskFromBatch, "another length", "the mask made from x.shape[0]"),
+    Wrong(HeadMaskAfterNoRenorm, "after the softmax", "masked after the softmax, not renormalised"),
     Wrong(HeadSoftmaxQueries, "softmax over the keys", "softmax over the queries"),
     Wrong(HeadKeyAsValue, "calls", "k as values, through torch's kernel"),
     Wrong(HeadCallsTorch, "calls", "calls F.scaled_dot_product_attention"),
+    Wrong(HeadCallsHelper, "calls", "calls helpers.attention.scaled_dot_product_attention"),
+    Wrong(HeadCallsMHA, "calls", "calls helpers' MultiHeadAttention"),
+    Wrong(HeadFusedInit, "__init__", "a fused projection instead of the stub's three"),
 ])
 
 # ---- exercise 2: multi-head attention ---------------------------------------------------------------

@@ -50,7 +50,8 @@ def _call(fn: Callable, *args, case: str, label: str, targets=_ATTENTION, owner=
         elif "in-place" in text or "inplace" in text:
             cause = "it changes its input in place (masked_fill_, +=...): compute a new tensor"
         elif "must match the size" in text or "broadcast" in text:
-            cause = "shapes do not line up: did a sum or max over the last axis drop it (keepdim=True)?"
+            cause = ("shapes do not line up: a mask made for another length than T, or a sum or max over the last "
+                     "axis that dropped it (keepdim=True)?")
         else:
             cause = "see torch's message"
         raise AssertionError(f"{case}: {label} raised RuntimeError ({text.splitlines()[0]}); {cause}") from err
@@ -108,8 +109,45 @@ def check_exercise_1(masked_softmax):
     print("exercise 1: correct")
 
 
+def _head_mistakes(q, k, v, x, causal):
+    """What the classic mistakes of the single head compute from its own q, k, v: (output, cause) pairs.
+
+    Each is torch's kernel with one argument changed (the weights themselves come out of it with the
+    identity as values), so this file shows the mistakes, not the computation the build asks for.
+    """
+    T, hs, C = q.shape[-2], k.shape[-1], x.shape[-1]
+    sdpa, eye, lower = F.scaled_dot_product_attention, torch.eye(T), causal_mask(T)  # lower: (T, T), key s <= t
+    yield sdpa(q, k, v, is_causal=causal, scale=1.0), (
+        "no scale: divide the scores by √hs (d_k is the head size), or the softmax saturates")
+    yield sdpa(q, k, v, is_causal=causal, scale=1 / hs), (
+        "scaled by 1/hs: the scale is 1/√hs, the square root of the head size")
+    yield sdpa(q, k, v, is_causal=causal, scale=C**-0.5), (
+        "scaled by 1/√C (the width C): the scale is 1/√hs, the head size (k's last axis)")
+    over_queries = sdpa(k, q, eye, attn_mask=lower.T if causal else None).transpose(-2, -1)  # (B, T, T)
+    yield over_queries @ v, ("the softmax runs over the queries (axis -2): take the softmax over the keys (the last "
+                             "axis), so that each query's weights sum to 1")
+    yield sdpa(k, q, v, is_causal=causal), (
+        "the scores are k qᵀ: score[t, s] must be q_t · k_s, the query of t against the key of s")
+    yield sdpa(q, k, k, is_causal=causal), "k used as the values: the weights multiply v = self.value(x)"
+    if C == hs:
+        yield sdpa(q, k, x, is_causal=causal), "x used as the values: the weights multiply v = self.value(x), not x"
+    if causal:
+        yield sdpa(q, k, v), "causal=True is ignored: key s > t must get exactly 0 weight (-inf before the softmax)"
+        yield sdpa(q, k, v, attn_mask=torch.ones(T, T, dtype=torch.bool).tril(1)), (
+            "the causal mask is off by one: query t may see keys s <= t, not t + 1")
+        yield sdpa(q, k, eye) * lower @ v, ("the mask came after the softmax: fill the blocked scores with -inf "
+                                            "before it, so that the allowed weights sum to 1")
+    else:
+        yield sdpa(q, k, v, is_causal=True), "masked with causal=False: mask only when causal is True"
+
+
 def check_attention_head(cls):
-    """The single-head build: cls(C, hs, bias)(x, causal) against F.scaled_dot_product_attention on its projections."""
+    """The single-head build: cls(C, hs, bias)(x, causal) against F.scaled_dot_product_attention on its projections.
+
+    The class keeps the three projections the stub makes, ``self.query``, ``self.key`` and
+    ``self.value`` (each ``nn.Linear(C, hs, bias=bias)``); ``forward(x, causal=False)`` takes x (B, T, C)
+    and returns (B, T, hs). A wrong answer that matches a classic mistake is told which one.
+    """
     g = torch.Generator().manual_seed(0)
     hints = {"head size = width": "check q, k, v (one projection each), q kᵀ, the softmax over the keys (the last axis), "
                                   "times v",
@@ -125,14 +163,28 @@ def check_attention_head(cls):
         with torch.random.fork_rng():
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=g)))
             head = cls(C, hs, bias=bias)
+        for name in ("query", "key", "value"):
+            lin = getattr(head, name, None)
+            assert isinstance(lin, nn.Linear) and (lin.in_features, lin.out_features) == (C, hs), (
+                f"{case}: keep the stub's __init__: self.{name} must be nn.Linear(C, hs, bias=bias) = "
+                f"nn.Linear({C}, {hs}), got {lin!r}")
         x = torch.randn(B, T, C, generator=g) * 2
         with torch.no_grad():
-            expected = F.scaled_dot_product_attention(head.query(x), head.key(x), head.value(x), is_causal=causal)
+            q, k, v = head.query(x), head.key(x), head.value(x)  # (B, T, hs) each
+            expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             got = _call(head, x, causal, case=case, label="SelfAttentionHead.forward", owner=cls)
         assert isinstance(got, torch.Tensor), f"{case}: expected a tensor, got {type(got).__name__}"
         assert tuple(got.shape) == (B, T, hs), f"{case}: expected shape {(B, T, hs)} = (B, T, hs), got {tuple(got.shape)}"
+        got = got.detach().float()
+        assert not got.isnan().any(), (
+            f"{case}: NaN in the output: a softmax row with every key blocked (all -inf) is 0/0; with causal=True "
+            "query t keeps the keys s <= t, the diagonal included")
         err = (got - expected).abs().max().item()
-        assert err <= 1e-5, f"{case}: off by up to {err:.3g}; {hints[case]}"
+        if err > 1e-5:
+            with torch.no_grad():
+                cause = next((why for out, why in _head_mistakes(q, k, v, x, causal)
+                              if out.shape == got.shape and (got - out).abs().max() <= 1e-5), hints[case])
+            raise AssertionError(f"{case}: off by up to {err:.3g}; {cause}")
     print("the attention head: correct")
 
 
