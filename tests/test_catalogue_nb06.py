@@ -6,6 +6,7 @@ are the notebook's collapsed solutions, copied here.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -15,6 +16,107 @@ import torch.nn.functional as F
 from helpers.checks import nb06
 from helpers.generation import KVCache, filter_logits, split_heads
 from tests.catalogue import Catalogue, Wrong, assert_catalogue
+
+# ---------------------------------------------------------------- build (§2): the GPT forward pass
+
+
+def reference_gpt_forward(model, idx):
+    T = idx.shape[1]
+    x = model.tok_emb(idx) + model.pos_emb.embedding.weight[:T]  # (B, T, C) + (T, C): positions 0 … T − 1
+    x = model.drop(x)  # off in eval mode
+    for block in model.blocks:  # pre-LN EncoderLayers
+        x = block(x, is_causal=True)  # the causal mask: position t sees 0 … t
+    return model.head(model.ln_f(x))  # (B, T, C) -> (B, T, V)
+
+
+def forward_reduce_mask(model, idx):  # the position module, an explicit boolean mask, functools.reduce, F.linear
+    T = idx.shape[1]
+    keep = torch.ones(T, T, dtype=torch.bool).tril()  # True = may attend
+    x = model.drop(model.pos_emb(model.tok_emb(idx)))
+    x = functools.reduce(lambda h, blk: blk(h, mask=keep), model.blocks, x)
+    return F.linear(model.ln_f(x), model.head.weight)
+
+
+def forward_by_sublayer(model, idx):  # each block by hand from its sub-layers, one sequence at a time
+    rows = []
+    for seq in idx:  # (T,)
+        T = seq.shape[0]
+        x = model.tok_emb.weight[seq] + model.pos_emb.embedding(torch.arange(T))  # (T, C)
+        x = x[None]  # (1, T, C)
+        for blk in model.blocks:
+            h = blk.norm1(x)
+            x = x + blk.dropout1(blk.self_attn(h, h, h, is_causal=True))
+            x = x + blk.dropout2(blk.ff(blk.norm2(x)))
+        rows.append((model.ln_f(x) @ model.head.weight.T)[0])  # (T, V)
+    return torch.stack(rows)  # (B, T, V)
+
+
+def make_forward(causal=True, offset=0, positions=True, ln_f=True, head="head", dropout=False, scale=False,
+                 softmax=False):
+    """The reference with one mistake switched on."""
+
+    def gpt_forward(model, idx):
+        T = idx.shape[1]
+        x = model.tok_emb(idx) * (math.sqrt(model.config.d_model) if scale else 1.0)
+        if positions:
+            x = x + model.pos_emb.embedding.weight[offset : offset + T]
+        x = F.dropout(x, model.config.dropout) if dropout else model.drop(x)
+        for block in model.blocks:
+            x = block(x, is_causal=causal)
+        h = model.ln_f(x) if ln_f else x
+        if head == "head":
+            out = model.head(h)
+        elif head == "tied":
+            out = h @ model.tok_emb.weight.T
+        else:
+            out = h
+        return out.softmax(-1) if softmax else out
+
+    return gpt_forward
+
+
+def calls_model(model, idx):
+    return model(idx)[0]
+
+
+def last_only(model, idx):
+    return reference_gpt_forward(model, idx)[:, -1]
+
+
+def log_probs(model, idx):
+    return reference_gpt_forward(model, idx).log_softmax(-1)
+
+
+def in_place_idx(model, idx):  # builds the positions in idx's own storage
+    x = model.tok_emb(idx)
+    pos = idx[0]
+    pos.copy_(torch.arange(idx.shape[1]))
+    x = model.drop(x + model.pos_emb.embedding(pos))
+    for block in model.blocks:
+        x = block(x, is_causal=True)
+    return model.head(model.ln_f(x))
+
+
+forward = Catalogue(
+    check=nb06.check_gpt_forward,
+    reference=reference_gpt_forward,
+    correct=[forward_reduce_mask, forward_by_sublayer],
+    wrong=[
+        Wrong(make_forward(causal=False), "causal mask", "blocks run without the causal mask"),
+        Wrong(make_forward(positions=False), "position", "no position embeddings"),
+        Wrong(make_forward(offset=1), ("offset", "position"), "positions 1 … T"),
+        Wrong(make_forward(ln_f=False), "LayerNorm", "final LayerNorm forgotten"),
+        Wrong(make_forward(head="tied"), ("untied", "model.head"), "the tie written by hand: wrong on an untied model"),
+        Wrong(make_forward(head=None), ("head", "V = "), "hidden states returned, no head"),
+        Wrong(make_forward(dropout=True), "dropout", "F.dropout applied in eval mode"),
+        Wrong(make_forward(scale=True), "√C", "token embedding × √C as in the encoder-decoder"),
+        Wrong(make_forward(softmax=True), ("probabilities", "softmax"), "softmax applied"),
+        Wrong(log_probs, "log_softmax", "log-probabilities returned"),
+        Wrong(last_only, ("only one position", "shape"), "last position only"),
+        Wrong(calls_model, "your answer calls", "calls model(idx)"),
+        Wrong(in_place_idx, "in place", "changes idx in place"),
+    ],
+)
 
 # ---------------------------------------------------------------- exercise 1
 
@@ -330,7 +432,7 @@ ex4 = Catalogue(
     ],
 )
 
-CATALOGUES = {"exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3, "exercise 4": ex4, "exercise 5": ex5}
+CATALOGUES = {"gpt forward": forward, "exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3, "exercise 4": ex4, "exercise 5": ex5}
 
 
 @pytest.mark.parametrize("name", list(CATALOGUES))

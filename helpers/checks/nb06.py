@@ -1,5 +1,6 @@
 """Checks of notebook 06 (the full model): its builds and exercises.
 
+- ``check_gpt_forward``: the build of §2, GPT's forward pass written from the model's own modules.
 - ``check_exercise_1``: the loss of a tied GPT at initialisation, predicted from a, σ and the repeat rate.
 - ``check_exercise_2``: greedy generation with a KV cache the learner writes.
 - ``check_exercise_3``: the top-p (nucleus) filter.
@@ -15,9 +16,11 @@ decided the other way by rounding on another CPU is not an error).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
+from torch import nn
 
 from helpers.data import load_corpus
 from helpers.exercises import call_unchanged, refuse_calls
@@ -26,7 +29,7 @@ from helpers.gpt import GPT
 from helpers.models import GPTConfig
 from helpers.pretrained import load_pretrained
 
-__all__ = ["check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4",
+__all__ = ["check_gpt_forward", "check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4",
            "check_exercise_5", "copy_stats", "count_positions"]
 
 
@@ -96,7 +99,8 @@ _LM: list = []
 def _char_gpt():
     """The trained character GPT and its tokenizer (loaded once)."""
     if not _LM:
-        _LM.append(load_pretrained("char_gpt"))
+        with torch.random.fork_rng(devices=[]):  # building the model draws an init: keep the global generator
+            _LM.append(load_pretrained("char_gpt"))
     model, tok = _LM[0]
     return model.eval(), tok
 
@@ -264,3 +268,169 @@ def check_exercise_4(min_p_filter):
             f"min_p={min_p}: the result must not change when a constant is added to every logit of a row "
             "(the probabilities do not change): compare probabilities, not logits")
     print("exercise 4: correct")
+
+
+# ---------------------------------------------------------------- build (§2): the GPT forward pass
+#
+# The learner's gpt_forward(model, idx) must give model(idx)'s logits. It is compared with the model's own
+# forward on the trained char_gpt (real text) and on two small random GPTs (one with dropout 0.2 in its
+# config, one untied), in eval mode, for several (B, T) with T = 1 and T = block_size among them. When the
+# logits differ, the check looks for the cause by running the learner's function again (a changed later
+# token, a second call) and by comparing with the forward of a model changed on purpose (no final
+# LayerNorm, no positions, ...): the messages name the cause, not the code.
+
+_REFUSED = ("forward", "_trunk", "_embed", "forward_cached", "attention_weights", "generate")
+
+
+def _random_gpt(seed, **cfg):
+    """A small GPT with weights far from the init (every parameter moved by N(0, 0.3²)), in eval mode."""
+    with torch.random.fork_rng(devices=[]):  # a fixed model, without disturbing the global generator
+        torch.manual_seed(seed)
+        model = GPT(GPTConfig(**cfg)).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def _forward_cases():
+    lm, tok = _char_gpt()
+    small = _random_gpt(0, vocab_size=11, block_size=9, d_model=24, n_heads=3, n_layers=3, dropout=0.2)
+    untied = _random_gpt(1, vocab_size=13, block_size=6, d_model=16, n_heads=2, n_layers=2, tie_weights=False)
+    g = torch.Generator().manual_seed(0)
+    return [("char_gpt (trained)", lm, _windows(tok, 3, 17)), ("char_gpt (trained)", lm, _windows(tok, 1, 1)),
+            ("char_gpt (trained)", lm, _windows(tok, 2, 64)),
+            ("a small random GPT (config dropout 0.2)", small, torch.randint(0, 11, (4, 5), generator=g)),
+            ("a small random GPT (config dropout 0.2)", small, torch.randint(0, 11, (2, 9), generator=g)),
+            ("a small random GPT (config dropout 0.2)", small, torch.randint(0, 11, (3, 1), generator=g)),
+            ("an untied random GPT", untied, torch.randint(0, 13, (2, 6), generator=g)),
+            ("an untied random GPT", untied, torch.randint(0, 13, (3, 3), generator=g))]
+
+
+def _run_forward(fn, model, idx):
+    with torch.no_grad(), refuse_calls(fn, *((GPT, name) for name in _REFUSED), label="the GPT forward build"):
+        return call_unchanged(fn, model, idx, label="your gpt_forward")
+
+
+def _changed(model, change):
+    """A copy of the model with one piece changed on purpose (a known mistake, run by GPT's own forward)."""
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        change(m)
+    return m
+
+
+def _roll_positions(m):  # position t gets the vector of t + 1
+    w = m.pos_emb.embedding.weight
+    w.copy_(torch.roll(w, -1, 0))
+
+
+def _scale_tokens(m):  # the encoder-decoder's ×√C on the token embedding (the head keeps the plain matrix)
+    w = m.tok_emb.weight
+    m.tok_emb = nn.Embedding.from_pretrained(w.detach() * math.sqrt(m.config.d_model), freeze=False)
+
+
+def _tie(m):
+    m.head.weight = m.tok_emb.weight
+
+
+def _no_positions(m):
+    m.pos_emb.embedding.weight.zero_()
+
+
+def _no_ln_f(m):
+    m.ln_f = nn.Identity()
+
+
+_MISTAKES = (  # (applies to (model, T), the change, what the learner's logits then match)
+    (lambda m, T: True, _no_ln_f, "the final LayerNorm is missing: model.ln_f goes after the last block, before the head"),
+    (lambda m, T: True, _no_positions,
+     "the position embeddings are missing: the blocks must get token embedding + position embedding"),
+    (lambda m, T: T < m.config.block_size, _roll_positions,
+     "the positions are offset by one: the first token is at position 0, so positions are 0, 1, …, T − 1"),
+    (lambda m, T: True, _scale_tokens,
+     "the token embeddings are multiplied by √C: that is the encoder-decoder's convention (section 1); GPT adds "
+     "the plain token embedding and the position embedding"),
+    (lambda m, T: not m.config.tie_weights, _tie,
+     "the head is the token embedding matrix, but this model is untied (tie_weights=False): the head is "
+     "model.head; tying (the default) makes its weight the token embedding at construction, not in every model"),
+)
+
+
+def _close(a, b, tol):
+    return a.shape == b.shape and bool(((a - b).abs() <= tol).all())
+
+
+def _explain(fn, model, idx, got, want, tol, where):
+    """Why got is not want: the first cause the probes find, as an AssertionError."""
+    B, T = idx.shape
+    if bool((got >= 0).all()) and _close(got.sum(-1), torch.ones(B, T), 1e-3):
+        raise AssertionError(f"{where}: every row of your result sums to 1: these are probabilities (softmax), "
+                             "the check wants the logits, before any softmax")
+    if _close(got, want.log_softmax(-1), 1e-3):
+        raise AssertionError(f"{where}: your result is log-probabilities (log_softmax of the logits): return the "
+                             "logits themselves, the head's output")
+    if not torch.equal(_run_forward(fn, model, idx), got):
+        raise AssertionError(f"{where}: two calls on the same ids give different results, so something random runs "
+                             "in eval mode: dropout. model.drop (an nn.Dropout) is off in eval mode; F.dropout(x, p) "
+                             "is not (its training=True by default)")
+    if T > 1:
+        later = idx.clone()
+        later[:, -1] = (later[:, -1] + 1) % model.config.vocab_size  # change the last token only
+        moved = (_run_forward(fn, model, later)[:, :-1] - got[:, :-1]).abs().amax().item()
+        if moved > tol:
+            raise AssertionError(f"{where}: changing the last token changes the logits of earlier positions (by up "
+                                 f"to {moved:.3g}): future tokens leak into the past, so the causal mask is missing "
+                                 "(each block must run with is_causal=True, or a lower-triangular mask)")
+    for applies, change, cause in _MISTAKES:
+        if applies(model, T) and _close(got, _changed(model, change)(idx)[0], tol):
+            raise AssertionError(f"{where}: your logits are those of a model in which {cause}")
+    off = (got - want).abs()
+    row = int(off.amax(dim=(0, 2)).argmax())
+    raise AssertionError(
+        f"{where}: your logits differ from the model's by up to {off.max().item():.3g} (tolerance {tol:.2g}), "
+        f"most at position {row}. The order: token embedding + position embedding, model.drop, every block of "
+        "model.blocks in order with the causal mask, model.ln_f, then model.head")
+
+
+def _check_shape(got, want, where):
+    B, T, V = want.shape
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"{where}: expected a tensor of logits (B, T, V) = {(B, T, V)}, got {type(got).__name__}")
+    shape = tuple(got.shape)
+    if shape == (B, T, V) and got.dtype != want.dtype:
+        raise AssertionError(f"{where}: expected the model's dtype {want.dtype}, got {got.dtype}")
+    if shape == (B, T, V):
+        return
+    hint = ""
+    if got.dim() == 3 and shape[:2] == (B, T):
+        hint = f": {shape[2]} values per position; V = {V} logits per position come from the head (C → V)"
+    elif shape == (B, V):
+        hint = ": only one position's logits; return every position's (a language model learns from all T)"
+    elif shape == (B * T, V):
+        hint = ": flattened; keep the batch and time axes apart"
+    raise AssertionError(f"{where}: expected logits of shape (B, T, V) = {(B, T, V)}, got {shape}{hint}")
+
+
+def check_gpt_forward(gpt_forward):
+    """Your gpt_forward(model, idx) against model(idx)[0] on the trained char_gpt and two small random GPTs (one
+    with dropout 0.2 in its config, one untied), all in eval mode, for (B, T) with T = 1 and T = block_size. The
+    tolerance is 10 × the model's own float32 rounding (its float32 logits against a float64 copy's). While your
+    function runs, GPT.forward (so model(idx) too), and GPT's other passes, are off: the forward must be yours."""
+    with torch.random.fork_rng(devices=[]):  # an answer with dropout draws from the generator: give it back as it was
+        _check_forward(gpt_forward)
+    print("GPT forward: correct")
+
+
+def _check_forward(gpt_forward):
+    for name, model, idx in _forward_cases():
+        B, T = idx.shape
+        where = f"{name}, idx of shape (B, T) = {(B, T)} (block_size {model.config.block_size})"
+        with torch.no_grad():
+            want = model(idx)[0]  # (B, T, V)
+            exact = copy.deepcopy(model).double()(idx)[0]
+        tol = 10 * (want.double() - exact).abs().max().item() + 1e-6 * want.abs().max().item()
+        got = _run_forward(gpt_forward, model, idx)
+        _check_shape(got, want, where)
+        if not _close(got, want, tol):
+            _explain(gpt_forward, model, idx, got, want, tol, where)
