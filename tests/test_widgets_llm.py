@@ -138,3 +138,13 @@ def test_smollm2_reads_the_previous_token_at_layer_16_head_0():
     assert tok.decode([int(ex.logits.argmax())]) == " lock"
     assert ex.attention[16, 0, -2] > 0.3  # the previous token
     assert ex.attention[15:, :, 0].mean() > 0.5  # the upper half parks its attention on token 0
+
+
+def test_dollar_signs_in_tokens_are_drawn_not_parsed_as_tex(parts):
+    from matplotlib.text import Text
+
+    model, tok = parts
+    ex = llm_explorer(model, tok, prompt="a$x^$b$")
+    labels = [t.get_text() for t in ex.figure.findobj(Text) if "$" in t.get_text()]
+    assert labels and all(r"\$" in label for label in labels)  # escaped: drawn as dollars
+    assert ex.image.value[:4] == b"\x89PNG"

@@ -185,7 +185,11 @@ class LLMExplorer(Explorer):
         self.att_bars, self._shown_ids = [], None
 
     def _show_prompt(self) -> None:
-        """New bars and token labels for a new prompt on the attention axes."""
+        """A new prompt's labels: its n_bars likeliest next tokens (the grey bars' order, fixed by the logits)
+        and, on the attention axes, one bar per prompt token."""
+        self.order = torch.argsort(self.logits, descending=True)[: self.n_bars].tolist()
+        names = [token_labels(self.tokenizer, [i])[0] for i in self.order]  # each on its own: a lone byte: hex
+        label_ticks(self.ax_bar, names, range(self.n_bars))
         for bar in self.att_bars:
             bar.remove()
         T = len(self.ids)
@@ -202,19 +206,17 @@ class LLMExplorer(Explorer):
         raw = torch.softmax(self.logits.double(), dim=-1)  # (V,)
         self.probs = torch.softmax(filter_logits(self.logits, self.temperature.value, self.top_k.value or None,
                                                  self.top_p.value if self.top_p.value < 1.0 else None), -1)  # (V,)
-        order = torch.argsort(raw, descending=True)[: self.n_bars].tolist()
+        if self._shown_ids is not self.ids:  # a new prompt: new bars and labels (the sliders keep both)
+            self._show_prompt()
+        order = self.order
         for bar, p in zip(self.raw_bars, raw[order].tolist(), strict=True):
             bar.set_height(p)
         for bar, p in zip(self.bars, self.probs[order].tolist(), strict=True):
             bar.set_height(p)
-        names = [token_labels(self.tokenizer, [i])[0] for i in order]  # each on its own: a lone byte shows its hex
-        label_ticks(self.ax_bar, names, range(self.n_bars))
         tallest = max(float(raw[order].max()), float(self.probs[order].max()))
         self.ax_bar.set_ylim(0, min(1.0, max(0.02, tallest * 1.15)))
         kept = int((self.probs > 0).sum())
         self.ax_bar.set_title(f"next token · {kept:,} of {len(raw):,} can be sampled", fontsize=10)
-        if self._shown_ids is not self.ids:
-            self._show_prompt()
         layer, h = self.layer.value, self.head.value
         row = self.attention[layer, h].tolist()  # (T,)
         for bar, w in zip(self.att_bars, row, strict=True):
