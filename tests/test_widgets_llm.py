@@ -96,6 +96,7 @@ def test_empty_and_long_prompts(parts):
     ({"prompt": 3}, TypeError, "prompt"), ({"n_bars": 0}, ValueError, "n_bars"),
     ({"max_tokens": 0}, ValueError, "max_tokens"), ({"layer": 3}, ValueError, "layer"),
     ({"head": -1}, ValueError, "head"), ({"head": 1.0}, TypeError, "head"), ({"width": 10}, ValueError, "width"),
+    ({"height": 10**6}, ValueError, "height"), ({"layer": True}, TypeError, "layer"),
 ])  # fmt: skip
 def test_bad_arguments_are_named(parts, kw, err, match):
     model, tok = parts
@@ -148,3 +149,9 @@ def test_dollar_signs_in_tokens_are_drawn_not_parsed_as_tex(parts):
     labels = [t.get_text() for t in ex.figure.findobj(Text) if "$" in t.get_text()]
     assert labels and all(r"\$" in label for label in labels)  # escaped: drawn as dollars
     assert ex.image.value[:4] == b"\x89PNG"
+
+
+def test_a_one_layer_one_head_model_greys_its_sliders():
+    tok = byte_tokenizer()
+    ex = llm_explorer(tiny_llama(tok, n_layers=1, n_heads=1, n_kv_heads=1), tok, prompt="ab")
+    assert ex.layer.disabled and ex.head.disabled and ex.attention.shape == (1, 1, 2)

@@ -50,6 +50,7 @@ from helpers.widgets.base import (
     StatusLine,
     check_pixels,
     finite_only,
+    lock_when_single,
     show_char,
     stale_notice,
 )
@@ -127,6 +128,7 @@ class LLMExplorer(Explorer):
         self.top_p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top-p", **live)
         self.layer = widgets.IntSlider(value=layer, min=0, max=c.n_layers - 1, description="layer", **live)
         self.head = widgets.IntSlider(value=head, min=0, max=c.n_heads - 1, description="head", **live)
+        lock_when_single(self.layer, self.head)  # a 1-layer or 1-head model: greyed out, it says so
         finite_only(self.temperature, self.top_p)  # before the redraw observers: a NaN never reaches them
         self.status = StatusLine()
         self.figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)  # = the PNG dpi: one renderer
