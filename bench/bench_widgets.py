@@ -33,6 +33,7 @@ from helpers.widgets import (  # noqa: E402
     attention_explorer,
     cross_attention_explorer,
     gpt_attention_explorer,
+    llm_explorer,
     next_token_explorer,
     pe_explorer,
 )
@@ -87,6 +88,7 @@ def main() -> int:
     nt = next_token_explorer(model, tok, prompt="def __init__(self")
     ga = gpt_attention_explorer(model, tok, text="def __init__(self):")
     ca = cross_attention_explorer(reversal_model(), source="314159265358")
+    llm = llm_explorer()  # SmolLM2-135M-Instruct (notebook 09)
     cases = [
         ("pe", pe, c, vals) for c, vals in [
             (pe.controls["seq_len"], [32, 64, 96]), (pe.controls["d_model"], [64, 128, 192]),
@@ -110,6 +112,12 @@ def main() -> int:
         ("cross_attention", ca, c, vals) for c, vals in [
             (ca.layer, [0, 1]), (ca.head, [0, 1, 2, 3]), (ca.row, [0, 6, 12]),
             (ca.text, ["314159265358", "271828182845", "123"])]
+    ] + [
+        ("llm", llm, c, vals) for c, vals in [
+            (llm.temperature, [0.5, 1.0, 1.5]), (llm.top_k, [0, 5, 20]), (llm.top_p, [1.0, 0.9, 0.5]),
+            (llm.layer, [16, 3, 25]), (llm.head, [0, 4, 8]),
+            (llm.prompt, ["The little girl opened the old wooden box and found a golden",
+                          "The cat sat on the", "我喜欢吃苹果。我最喜欢的水果是"])]
     ]  # fmt: skip
     print(f"torch threads {torch.get_num_threads()}, trained-model explorers use the {kind} model")
     print(f"{'explorer':15} {'control':14} {'median ms':>10} {'p90 ms':>8}")

@@ -16,18 +16,25 @@ from helpers.widgets import (
     attention_explorer,
     cross_attention_explorer,
     gpt_attention_explorer,
+    llm_explorer,
     next_token_explorer,
     pe_explorer,
 )
 from helpers.widgets.base import STALE_TEXT, Panels
+from tests.tiny_llama import byte_tokenizer, tiny_llama
 
 NARROW = 577 - 2 * 8  # JupyterLab's output area at 1024 px with the file browser open, less margins
 TOK = CharTokenizer.from_text("abc def(x):")
+BYTE_TOK = byte_tokenizer()
 BUILD = {
     "pe": lambda: pe_explorer(),
     "attention": lambda: attention_explorer(),
     "next_token": lambda: next_token_explorer(GPT(GPTConfig(TOK.vocab_size, 32, 16, 4, 4)), TOK, prompt="def f(x):"),
     "gpt_attention": lambda: gpt_attention_explorer(GPT(GPTConfig(TOK.vocab_size, 32, 16, 4, 4)), TOK, text="def f(x):"),
+    # SmolLM2's own shape (30 layers, 9 heads: the sliders' ranges) but a byte vocabulary and a narrow width:
+    # loading the real model takes half a minute; tests/test_widgets_llm.py runs it once.
+    "llm": lambda: llm_explorer(tiny_llama(BYTE_TOK, d_model=36, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=32),
+                                BYTE_TOK, prompt="The cat sat on the 我"),
     "cross_attention": lambda: cross_attention_explorer(
         Transformer(12, 12, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.0, max_len=10), source="31415926"),
 }
