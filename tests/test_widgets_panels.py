@@ -102,7 +102,9 @@ def _move(control) -> None:
         control.value = mid if abs(control.value - mid) > 1e-6 else 10**control.min
     else:
         mid = control.min + round((control.max - control.min) / 2 / control.step) * control.step
-        control.value = mid if control.value != mid else control.min
+        # a two-value slider (0..1) has its middle at 0: move it to the other end, as a learner would
+        other = control.max if control.value == control.min else control.min
+        control.value = mid if control.value != mid else other
 
 
 @pytest.mark.parametrize("name", sorted(BUILD))

@@ -21,4 +21,9 @@ def tiny_llama(tok: SmolLMTokenizer, **shape) -> Llama:
     model = Llama(LlamaConfig(vocab_size=tok.vocab_size, **config)).eval()
     with torch.no_grad():
         model.tok_emb.weight.mul_(3)
+        # Deep random stacks grow the residual stream: the logits' spread then depends on the seed (over 100
+        # nats for some: all but a few tokens underflow to probability 0, and top-k moves nothing). Scale the
+        # final norm so a probe prompt's logits span 12 nats whatever the seed.
+        z = model(torch.tensor([tok.encode("The quick brown fox")]))[0, -1]  # (V,)
+        model.norm.weight.mul_(12.0 / float(z.max() - z.min()))
     return model
