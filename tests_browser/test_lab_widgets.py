@@ -226,10 +226,12 @@ def _type_text(control):
     box.click()
     box.press("Control+Home")
     box.type(box.input_value()[:1] or "7")
+    box.blur()  # a learner leaves the box: 09's prompt box updates only then (its model takes ~0.3 s a run)
 
     def undo():
         box.press("Control+Home")
         box.press("Delete")
+        box.blur()
 
     return undo
 
