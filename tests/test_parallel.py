@@ -1,21 +1,17 @@
-"""helpers.parallel and tools/ddp_train.py: shards, the process group from torchrun's environment,
+"""helpers.parallel and helpers/ddp_train.py: shards, the process group from torchrun's environment,
 and two real gloo processes whose DDP gradient equals one process's on the whole batch."""
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from helpers import ddp_train
 from helpers.checkpoint import load_checkpoint
 from helpers.models import GPT, GPTConfig
 from helpers.parallel import DistInfo, init_distributed, shard
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import ddp_train  # noqa: E402 (tools/ is not a package)
 
 
 def test_shards_cover_the_batch_once_in_order():
@@ -75,7 +71,7 @@ def test_two_gloo_processes_equal_one_process_on_the_whole_batch(tmp_path):
     batch's, every rank ends with the same weights, and rank 0 alone writes a loadable checkpoint."""
     out = tmp_path / "ddp.pt"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(ROOT / "tools" / "ddp_train.py"), "--steps", "3", "--batch", "8", "--block", "16",
+                           "-m", "helpers.ddp_train", "--steps", "3", "--batch", "8", "--block", "16",
                            "--accum", "2", "--check", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,10 +1,13 @@
 """Train a small character GPT on several processes with DistributedDataParallel (notebook 10).
 
-    torchrun --standalone --nproc_per_node 2 tools/ddp_train.py --steps 30     # two CPU processes (gloo)
-    python tools/ddp_train.py --steps 30 --threads 2                          # one process, no group
-    torchrun --nproc_per_node 8 tools/ddp_train.py ...                        # one machine, 8 GPUs (NCCL)
+    torchrun --standalone --nproc_per_node 2 -m helpers.ddp_train --steps 30   # two CPU processes (gloo)
+    python -m helpers.ddp_train --steps 30 --threads 2                        # one process, no group
+    torchrun --standalone --nproc_per_node 8 -m helpers.ddp_train ...         # one machine, 8 GPUs (NCCL)
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 --rdzv_backend c10d \\
-             --rdzv_endpoint HOST:29500 tools/ddp_train.py ...                # two machines (run on each)
+             --rdzv_endpoint HOST:29500 -m helpers.ddp_train ...              # two machines (run on each)
+
+A module of the package, not a file beside the notebooks, so it runs from any folder (a student
+edition, a copy of the notebooks): ``-m helpers.ddp_train``.
 
 The same code runs alone or as one of W ranks. Each step every rank draws the same global batch
 of ``--batch`` windows (one seeded generator), keeps its slice (`helpers.parallel.shard`), cuts
