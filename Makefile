@@ -89,12 +89,15 @@ bench: install
 # its file (copy it over pretrained/ and record its sha256 in helpers/pretrained.py).
 # pretrain-zh re-trains only the Song ci model.
 .PHONY: pretrain pretrain-zh
+# NPROC=2 trains on 2 processes under torchrun (DDP, gloo on a CPU): the same steps up to rounding.
+NPROC ?= 1
+PRETRAIN = $(if $(filter 1,$(NPROC)),$(BIN)/python,$(BIN)/python -m torch.distributed.run --standalone --nproc_per_node $(NPROC))
 pretrain: install
-	$(BIN)/python tools/pretrain.py
-	$(BIN)/python tools/pretrain.py --model char_gpt_zh
+	$(PRETRAIN) tools/pretrain.py
+	$(PRETRAIN) tools/pretrain.py --model char_gpt_zh
 
 pretrain-zh: install
-	$(BIN)/python tools/pretrain.py --model char_gpt_zh
+	$(PRETRAIN) tools/pretrain.py --model char_gpt_zh
 
 # Optional, needs internet: GPT-2 small into checkpoints/gpt2/, sha256-verified (README: Real GPT-2).
 .PHONY: gpt2

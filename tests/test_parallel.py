@@ -4,6 +4,7 @@ and two real gloo processes whose DDP gradient equals one process's on the whole
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,9 @@ from helpers import ddp_train
 from helpers.checkpoint import load_checkpoint
 from helpers.models import GPT, GPTConfig
 from helpers.parallel import DistInfo, init_distributed, shard
+from helpers.pretrained import read_pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_shards_cover_the_batch_once_in_order():
@@ -91,3 +95,27 @@ def test_a_batch_that_does_not_split_is_refused(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with pytest.raises(SystemExit, match="split evenly"):
         ddp_train.main(["--steps", "1", "--batch", "9", "--accum", "2"])
+
+
+def _pretrain(tmp_path, name: str, nproc: int | None) -> dict:
+    out = tmp_path / f"{name}.pt"
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc else []
+    done = subprocess.run([sys.executable, *launcher, str(ROOT / "tools" / "pretrain.py"), "--steps", "6",
+                           "--d-model", "16", "--layers", "1", "--heads", "2", "--block", "16", "--batch", "4",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("wrote ") == 1  # rank 0 alone writes and prints
+    return read_pretrained(out)[2]
+
+
+def test_pretrain_under_torchrun_trains_as_one_process(tmp_path):
+    """`torchrun --nproc_per_node 2 tools/pretrain.py`: each rank a slice of the same batch, rank 0
+    writes one file (no partial left behind), and the losses are the one-process run's to rounding."""
+    two = _pretrain(tmp_path, "two", 2)
+    one = _pretrain(tmp_path, "one", None)
+    assert two["processes"] == 2 and one["processes"] == 1
+    assert two["eval_steps"] == one["eval_steps"]
+    for a, b in zip(two["val_loss"] + two["train_loss"], one["val_loss"] + one["train_loss"], strict=True):
+        assert abs(a - b) < 1e-3, (two, one)
+    assert abs(two["loss_fp32"]["val"] - one["loss_fp32"]["val"]) < 1e-3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.pt", "two.pt"]

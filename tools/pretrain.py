@@ -3,6 +3,12 @@
     PYTHONPATH=. .venv/bin/python tools/pretrain.py             # the shipped run (CPU, 1 thread)
     PYTHONPATH=. .venv/bin/python tools/pretrain.py --steps 50  # a quick smoke run
     PYTHONPATH=. .venv/bin/python tools/pretrain.py --model char_gpt_zh   # the Song ci model (make pretrain-zh)
+    PYTHONPATH=. .venv/bin/torchrun --standalone --nproc_per_node 2 tools/pretrain.py   # 2 processes (DDP)
+
+Under ``torchrun`` (``make pretrain NPROC=2``) each process trains on its slice of the same global
+batch of ``--batch`` windows and DistributedDataParallel averages the gradients, so every step is
+the one-process step up to float32 rounding (notebook 10); evaluation batches are whole on every
+rank, and rank 0 alone prints and writes the files (atomically, as one process does).
 
 Where the file goes: ``artifacts/pretrained/<model>.pt`` (ignored by git) unless ``--out`` says
 otherwise; the shipped, hash-pinned ``pretrained/<model>.pt`` is written only with
@@ -61,12 +67,15 @@ import time
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from helpers.ci_form import form_share, tune_patterns, tune_prompt
 from helpers.data import document_starts, get_batch, load_corpus, split_documents, train_val_split
 from helpers.device import set_seed
 from helpers.models import GPT, GPTConfig
 from helpers.ngram import BigramModel
+from helpers.parallel import init_distributed, shard
 from helpers.pretrained import PRETRAINED, PRETRAINED_DIR, read_pretrained, save_pretrained
 from helpers.tokenizers import CharTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
@@ -210,7 +219,11 @@ def install_hint(out: Path, model: str, sha: str, shipped: bool) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     shipped = args.overwrite_shipped
-    set_seed(0, threads=1)
+    info = init_distributed()  # under torchrun: this rank of WORLD_SIZE; else one process, no group
+    if args.batch % info.world_size:
+        raise SystemExit(f"--batch {args.batch} must split evenly across {info.world_size} processes")
+    main_rank = info.is_main
+    set_seed(0, threads=1)  # every rank: the same initial weights and the same batches
     baselines = {}
     if args.model == "char_gpt_zh":
         text = load_corpus("songci")
@@ -226,7 +239,8 @@ def main(argv: list[str] | None = None) -> None:
         bigram = BigramModel(train_ids, tok.vocab_size, lam=0.7)
         baselines = {"bigram_val": bigram.nll(val_ids), "unigram_val": bigram.unigram_nll(val_ids),
                      "uniform": math.log(tok.vocab_size)}
-        print("baselines on val (nats/char): " + ", ".join(f"{k} {v:.3f}" for k, v in baselines.items()), flush=True)
+        if main_rank:
+            print("baselines on val (nats/char): " + ", ".join(f"{k} {v:.3f}" for k, v in baselines.items()), flush=True)
     else:
         text, train_text = load_corpus("pydoc"), ""
         tok = CharTokenizer.from_text(text)
@@ -238,9 +252,16 @@ def main(argv: list[str] | None = None) -> None:
     cfg = dataclasses.replace(args.config, vocab_size=tok.vocab_size)
     model = GPT(cfg)
     gen = torch.Generator().manual_seed(1)
+    # Several processes: each trains on its slice of the same global batch and DDP averages the
+    # gradients, so every rank takes the one-process step (notebook 10). Evaluation batches stay
+    # whole on every rank: the same losses everywhere, so restoring the best weights agrees.
+    net = DistributedDataParallel(model, broadcast_buffers=False) if info.backend else model
 
     def batch(split):
-        return get_batch(data[split], args.block, args.batch, generator=gen, starts=starts.get(split))
+        x, y = get_batch(data[split], args.block, args.batch, generator=gen, starts=starts.get(split))  # (B, T)
+        # A training step's batch (gradients on) is sliced; estimate_loss's (under no_grad) is not.
+        sliced = split == "train" and net is not model and torch.is_grad_enabled()
+        return shard((x, y), info.rank, info.world_size) if sliced else (x, y)
 
     tc = args.train_config
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -249,6 +270,9 @@ def main(argv: list[str] | None = None) -> None:
 
     def report(step, hist, _model):
         nonlocal form_cpu
+        if not main_rank:
+            return  # rank 0 alone measures, prints and writes
+        _model = model  # the plain model (under DDP, `_model` is its wrapper)
         if patterns and step % FORM_EVERY == 0:
             t0 = time.process_time()
             form_curve[step] = form_shares(_model, tok, patterns)
@@ -260,13 +284,20 @@ def main(argv: list[str] | None = None) -> None:
         # A partial file after each evaluation: an interrupted run still leaves a usable model.
         save_pretrained(partial_path(args.out), _model, tok, step=step)
 
-    print(f"{sum(p.numel() for p in model.parameters()):,} parameters; train {len(train_ids):,} / "
-          f"val {len(val_ids):,} characters; {args.steps} steps of {args.batch}x{args.block}", flush=True)
-    hist = train(model, batch, tc, callback=report)
+    if main_rank:
+        print(f"{sum(p.numel() for p in model.parameters()):,} parameters; train {len(train_ids):,} / "
+              f"val {len(val_ids):,} characters; {args.steps} steps of {args.batch}x{args.block}"
+              + (f" over {info.world_size} processes ({info.backend})" if info.backend else ""), flush=True)
+    hist = train(net, batch, tc, callback=report)
     secs, cpu_secs = time.perf_counter() - start, time.process_time() - cpu_start - form_cpu
+    if info.backend:
+        dist.destroy_process_group()
+        if not main_rank:
+            return
     form_shipped = form_shares(model, tok, patterns) if patterns else {}  # the restored best weights
     fp32 = final_loss(model, data, args.block, 32, 50, starts)
-    record = {"steps": args.steps, "batch_size": args.batch, "train_seconds": round(secs, 1),
+    record = {"steps": args.steps, "batch_size": args.batch, "processes": info.world_size,
+              "train_seconds": round(secs, 1),
               "train_cpu_seconds": round(cpu_secs, 1),
               "eval_steps": hist.eval_steps, "train_loss": hist.train_loss, "val_loss": hist.val_loss,
               "windows": {"ci": "from ci starts", "any": "anywhere",
