@@ -91,11 +91,11 @@ def main(argv=None) -> dict:
     train_data, _ = train_val_split(torch.tensor(tok.encode(text)), 0.1, chunks=10)
     config = GPTConfig(vocab_size=tok.vocab_size, block_size=args.block, d_model=64, n_heads=4, n_layers=2)
     model = GPT(config).to(info.device)
-    reference = copy.deepcopy(model) if args.check else None  # one process, the whole batch
     # DDP broadcasts rank 0's weights at construction and registers the hooks that all-reduce
     # each bucket of gradients as soon as backward has produced it.
     net = DistributedDataParallel(model, device_ids=[info.device] if info.device.type == "cuda" else None) \
         if info.backend else model
+    reference = copy.deepcopy(model) if args.check else None  # after the broadcast: one process, the whole batch
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(args.seed + 1)  # the same on every rank: the same global batch
     autocast = torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=args.bf16)

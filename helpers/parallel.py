@@ -17,6 +17,7 @@ process that needs no group at all.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +72,10 @@ def init_distributed() -> DistInfo:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     use_gpu = (os.environ.get("HELPERS_DEVICE", "") in ("", "cuda") and torch.cuda.is_available()
                and torch.cuda.device_count() >= local_world)
+    if torch.cuda.is_available() and not use_gpu and rank == 0:
+        warnings.warn(f"{torch.cuda.device_count()} GPU(s) visible for {local_world} processes on this machine "
+                      "(or HELPERS_DEVICE asks for another device): every rank runs on the CPU with gloo",
+                      stacklevel=2)  # fmt: skip
     device = torch.device("cuda", local) if use_gpu else torch.device("cpu")
     if use_gpu:
         torch.cuda.set_device(device)

@@ -222,13 +222,24 @@ def accumulate_whole(model, x, y, n_micro):
     model(x, y)[1].backward()
 
 
+def accumulate_kwargs(model, x, y, n_micro):
+    model.zero_grad(set_to_none=True)
+    for mx, my in zip(x.chunk(n_micro), y.chunk(n_micro), strict=True):
+        model(idx=mx, targets=my)[1].div(n_micro).backward()
+
+
+def accumulate_one_backward(model, x, y, n_micro):
+    model.zero_grad(set_to_none=True)
+    sum(model(a, b)[1] for a, b in zip(x.chunk(n_micro), y.chunk(n_micro), strict=True)).div(n_micro).backward()
+
+
 def accumulate_in_place(model, x, y, n_micro):
     y[:, 0] = 0
     accumulate_ref(model, x, y, n_micro)
 
 
 def test_exercise_2_catalogue():
-    assert_catalogue(Catalogue(check_exercise_2, accumulate_ref, correct=[accumulate_split, accumulate_sum_then_scale],
+    assert_catalogue(Catalogue(check_exercise_2, accumulate_ref, correct=[accumulate_split, accumulate_sum_then_scale, accumulate_kwargs],
                                wrong=[
         Wrong(accumulate_no_zero, "zero it first", "stale gradients"),
         Wrong(accumulate_unscaled, "too large", "no 1/n_micro"),
@@ -236,6 +247,7 @@ def test_exercise_2_catalogue():
         Wrong(accumulate_time, "along time", "cut along T"),
         Wrong(accumulate_whole, "micro-batches", "one big batch: not accumulation"),
         Wrong(accumulate_in_place, "in place", "changes the targets"),
+        Wrong(accumulate_one_backward, "backward once", "one backward over the summed losses"),
     ]))  # fmt: skip
 
 

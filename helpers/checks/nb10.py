@@ -194,18 +194,29 @@ def check_exercise_2(fn) -> None:
     for p in model.parameters():  # what an earlier step left behind
         p.grad = torch.randn(p.shape, generator=g)
     stale = [p.grad.double().clone() for p in model.parameters()]
-    seen = []
-    hook = model.register_forward_pre_hook(lambda _m, args: seen.append(tuple(args[0].shape)))
+    seen, backwards = [], []
+
+    def record(_module, args, kwargs):
+        idx = args[0] if args else kwargs.get("idx")
+        seen.append(tuple(idx.shape) if isinstance(idx, torch.Tensor) else ())
+
+    hooks = [model.register_forward_pre_hook(record, with_kwargs=True),  # model(x, y) or model(idx=..., targets=...)
+             model.tok_emb.weight.register_post_accumulate_grad_hook(lambda p: backwards.append(1))]  # once a backward
     try:
         call_unchanged(lambda *a: _call("exercise 2", fn, *a), model, x, y, n_micro, label="exercise 2")
     finally:
-        hook.remove()
+        for h in hooks:
+            h.remove()
     if any(s[1] != T for s in seen):
         raise AssertionError(f"exercise 2: the model saw inputs of shape {seen}: cut the batch along its first "
                              f"dimension (examples), not along time: every window keeps its {T} tokens")
     if len(seen) != n_micro or any(s[0] != B // n_micro for s in seen):
         raise AssertionError(f"exercise 2: the model saw {len(seen)} batch(es) of shapes {seen}: accumulation "
                              f"runs {n_micro} micro-batches of {B // n_micro} windows, one forward and backward each")
+    if len(backwards) != n_micro:
+        raise AssertionError(f"exercise 2: {len(backwards)} backward pass(es) for {n_micro} micro-batches: one "
+                             "backward over the summed losses keeps every micro-batch's graph in memory at once; "
+                             "call backward once per micro-batch, right after its forward")
     got = [None if p.grad is None else p.grad.double() for p in model.parameters()]
     assert all(t is not None for t in got), "exercise 2: some parameters have no gradient after your function"
     scale = max(w.abs().max().item() for w in want)
