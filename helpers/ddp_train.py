@@ -39,7 +39,7 @@ from helpers.checkpoint import save_checkpoint
 from helpers.data import get_batch, load_corpus, train_val_split
 from helpers.fileio import atomic_write
 from helpers.models import GPT, GPTConfig
-from helpers.parallel import init_distributed, shard
+from helpers.parallel import close_distributed, init_distributed, shard
 from helpers.tokenizers import CharTokenizer
 
 
@@ -149,7 +149,8 @@ def main(argv=None) -> dict:
                 json.dump(report, f)
         print("DDP_REPORT " + json.dumps(report), flush=True)
     if info.backend:
-        dist.destroy_process_group()
+        del net  # the DDP wrapper's reducer holds gloo work: gone before the group is
+        close_distributed()
     return report
 
 

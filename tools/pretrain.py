@@ -67,7 +67,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from helpers.ci_form import form_share, tune_patterns, tune_prompt
@@ -75,7 +74,7 @@ from helpers.data import document_starts, get_batch, load_corpus, split_document
 from helpers.device import set_seed
 from helpers.models import GPT, GPTConfig
 from helpers.ngram import BigramModel
-from helpers.parallel import init_distributed, shard
+from helpers.parallel import close_distributed, init_distributed, shard
 from helpers.pretrained import PRETRAINED, PRETRAINED_DIR, read_pretrained, save_pretrained
 from helpers.tokenizers import CharTokenizer
 from helpers.training import TrainConfig, estimate_loss, train
@@ -291,7 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     hist = train(net, batch, tc, callback=report)
     secs, cpu_secs = time.perf_counter() - start, time.process_time() - cpu_start - form_cpu
     if info.backend:
-        dist.destroy_process_group()
+        del net  # the DDP wrapper's reducer holds gloo work: gone before the group is
+        close_distributed()
         if not main_rank:
             return
     form_shipped = form_shares(model, tok, patterns) if patterns else {}  # the restored best weights
