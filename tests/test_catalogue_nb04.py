@@ -382,9 +382,9 @@ def nl_rfind_loops(weights, text):  # str.rfind per query, plain loops over laye
     L, H = weights.shape[:2]
     out = torch.zeros(L, H)
     queries = [(t, text.rfind("\n", 0, t)) for t in range(len(text)) if text.rfind("\n", 0, t) >= 0]
-    for l in range(L):
+    for layer in range(L):
         for h in range(H):
-            out[l, h] = sum(weights[l, h, t, s].item() for t, s in queries) / len(queries)
+            out[layer, h] = sum(weights[layer, h, t, s].item() for t, s in queries) / len(queries)
     return out
 
 

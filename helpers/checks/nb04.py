@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import reduce
+from functools import partial, reduce
 
 import torch
 import torch.nn.functional as F
@@ -346,12 +346,9 @@ def check_exercise_4(merge):
         for sizes in ((3, 3, 3, 3), (4, 5, 3), (6, 6)):
             chunks = [_chunk_state(q, kc, vc, mc) for kc, vc, mc in
                       zip(k.split(sizes, 1), v.split(sizes, 1), mask.split(sizes, -1), strict=True)]
-            orders = {"left to right": lambda cs: reduce(lambda x, y: _merge_call(merge, x, y, name), cs),
-                      "right to left": lambda cs: reduce(lambda x, y: _merge_call(merge, y, x, name), cs[::-1]),
-                      "as a tree": lambda cs: _tree(cs, lambda x, y: _merge_call(merge, x, y, name))}
-            for order, fold in orders.items():
+            for order, fold in _ORDERS.items():
                 name = f"{case}, chunks of {sizes}, merged {order}"
-                m, ell, acc = fold(chunks)
+                m, ell, acc = fold(chunks, partial(_merge_call, merge, case=name))
                 nan_rows = (ell.isnan() | acc.isnan().any(-1, keepdim=True)).squeeze(-1).any(0)  # (T_q,)
                 assert not (nan_rows & ~empty).any(), (
                     f"{name}: NaN in rows {nan_rows.nonzero().flatten().tolist()} that do have allowed keys: a chunk "
@@ -366,6 +363,13 @@ def check_exercise_4(merge):
                     f"{name}: acc / ell is off by up to {err:.3g}; each state was summed against its own max: "
                     "rescale both by exp(m_x - m) onto m = max(m_a, m_b)")
     print("exercise 4: correct")
+
+
+_ORDERS = {  # ways to fold the chunks' states with merge(a, b): all must give the same attention
+    "left to right": lambda states, mg: reduce(mg, states),
+    "right to left": lambda states, mg: reduce(lambda x, y: mg(y, x), states[::-1]),
+    "as a tree": lambda states, mg: _tree(states, mg),
+}
 
 
 def _tree(items, merge):
