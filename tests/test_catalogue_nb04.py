@@ -480,7 +480,7 @@ def mg_calls_helper(a, b):  # recomputes from nothing it has: the helpers' atten
 CAT_4 = Catalogue(check_exercise_4, mg_reference, correct=[mg_where, mg_floor, mg_sorted], wrong=[
     Wrong(partial(mg_reference, safe=False), "exp(-inf - (-inf))", "naive: NaN where both states are empty"),
     Wrong(partial(mg_reference, rescale=False), "rescale", "sums added without rescaling"),
-    Wrong(partial(mg_reference, rescale_acc=False), "rescale", "ell rescaled, acc not"),
+    Wrong(partial(mg_reference, rescale_acc=False), "acc by the same factors", "ell rescaled, acc not"),
     Wrong(partial(mg_reference, keep_first_max=True), "larger of the two maxima", "m = m_a"),
     Wrong(partial(mg_reference, sign=-1), "at most 1", "exp(m - m_x): the factor inverted"),
     Wrong(mg_in_place, "in place", "rescales the caller's state in place"),

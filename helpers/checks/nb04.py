@@ -326,7 +326,7 @@ def check_exercise_4(merge):
     assert not bad[1], (
         "one merge: NaN where both states are empty (m = -inf, ell = 0, acc = 0 in both: no allowed key yet); the "
         "merged state must be empty too. Each factor exp(m_x - m) is at most 1 (m is the larger max), but here it "
-        "is exp(-inf - (-inf)) = NaN: make it 0, nothing was summed")
+        "gives NaN (exp(-inf - (-inf)) = NaN, or 0 · inf): make it 0, nothing was summed")
     assert not bad.any(), (
         f"one merge: NaN or inf in rows {bad.nonzero().flatten().tolist()}, where at most one state is empty: "
         "rescale each state by exp(m_x - m) with m the larger max, a factor of at most 1 (0 for an empty state)")
@@ -334,12 +334,16 @@ def check_exercise_4(merge):
         f"one merge: the merged m must be the larger of the two maxima, got {m.flatten().tolist()}")
     want_ell = torch.tensor([[2 * math.exp(-1) + 1.0], [0.0], [1.0]])
     want_acc = torch.tensor([[4 * math.exp(-1) + 5.0], [0.0], [3.0]])
-    if not (torch.allclose(ell, want_ell, atol=1e-6) and torch.allclose(acc, want_acc, atol=1e-6)):
+    if not torch.allclose(ell, want_ell, atol=1e-6):
         raise AssertionError(
             f"one merge: m_a = 0, ell_a = 2 and m_b = 1, ell_b = 1 should give ell = 2·e^(0-1) + 1·e^(1-1) = "
             f"{want_ell[0, 0]:.4f}, got {ell[0, 0]:.4f} (a row with one state empty keeps the other: "
             f"{ell[2, 0]:.4f}, want 1): each state is summed against its own max; rescale ell and acc of both "
             "by exp(m_x - m) onto the merged max m before adding")
+    if not torch.allclose(acc, want_acc, atol=1e-6):
+        raise AssertionError(
+            f"one merge: ell is right but acc is not: acc_a = 4, acc_b = 5 should give 4·e^(0-1) + 5·e^(1-1) = "
+            f"{want_acc[0, 0]:.4f}, got {acc[0, 0]:.4f}: rescale acc by the same factors exp(m_x - m) as ell")
     for case, mask in cases.items():
         expected = scaled_dot_product_attention(q, k, v, mask=mask)[0]  # (B, T_q, d)
         empty = ~mask.any(-1)  # (T_q,)
