@@ -21,7 +21,6 @@ from helpers.checks.nb04 import (
     check_exercise_3,
     check_exercise_4,
 )
-from helpers.positional import relative_rotation, sinusoidal_table
 
 # ---- exercise 1: masked softmax -------------------------------------------------------------------
 
@@ -357,121 +356,135 @@ CAT_2 = Catalogue(check_exercise_2, mha_reference, correct=[mha_fused, mha_loop]
     Wrong(mha_calls_helper, "calls", "calls helpers' MultiHeadAttention"),
 ])
 
-# ---- exercise 3: two tokens back --------------------------------------------------------------------
+# ---- exercise 3: the newline head's score ----------------------------------------------------------
 
 
-def tb_reference(pe):
-    M2 = relative_rotation(2, pe.shape[1]).to(pe.dtype)
-    keys = pe @ M2.T
-    return pe @ keys.T
+def nl_reference(weights, text, own=False, first=False, every_query=False, after=False, transpose=False):
+    latest, last, earliest = [], -1, -1
+    for t, ch in enumerate(text):
+        if own and ch == "\n":
+            last = t
+        latest.append(earliest if first else last)
+        if ch == "\n":
+            last = t
+            earliest = t if earliest < 0 else earliest
+    latest = torch.tensor(latest)
+    if after:
+        latest = torch.where((latest >= 0) & (latest + 1 <= torch.arange(len(text))), latest + 1, -1)
+    w = weights.transpose(-2, -1) if transpose else weights
+    if every_query:
+        return w[..., torch.arange(len(text)), latest.clamp(min=0)].masked_fill(latest < 0, 0).mean(-1)
+    queries = (latest >= 0).nonzero().flatten()
+    return w[..., queries, latest[queries]].mean(-1)
 
 
-def tb_m1_squared(pe):
-    M1 = relative_rotation(1, pe.shape[1]).to(pe.dtype)
-    return pe @ (M1 @ M1) @ pe.T
+def nl_rfind_loops(weights, text):  # str.rfind per query, plain loops over layers and heads
+    L, H = weights.shape[:2]
+    out = torch.zeros(L, H)
+    queries = [(t, text.rfind("\n", 0, t)) for t in range(len(text)) if text.rfind("\n", 0, t) >= 0]
+    for layer in range(L):
+        for h in range(H):
+            out[layer, h] = sum(weights[layer, h, t, s].item() for t, s in queries) / len(queries)
+    return out
 
 
-def tb_rotate_queries(pe):  # q_t = M_{-2} p_t = p_{t-2}: query t looks for key t - 2 itself
-    return (pe @ relative_rotation(-2, pe.shape[1]).to(pe.dtype).T) @ pe.T
+def nl_one_hot(weights, text):  # a (T, T) one-hot of each query's target, in float64
+    T = len(text)
+    target = torch.zeros(T, T, dtype=torch.float64)
+    for t in range(T):
+        s = text.rfind("\n", 0, t)
+        if s >= 0:
+            target[t, s] = 1.0
+    has = target.sum(-1) > 0  # (T,)
+    return ((weights.double() * target).sum(-1)[..., has]).mean(-1)
 
 
-def tb_einsum(pe):
-    M2 = relative_rotation(2, pe.shape[1]).to(pe.dtype)
-    return torch.einsum("tc,cd,sd->ts", pe, M2, pe)
+def nl_every_newline(weights, text):  # the weight on every newline before t, summed
+    T = len(text)
+    nl = torch.tensor([c == "\n" for c in text])
+    before = nl[None, :] & (torch.arange(T)[None, :] < torch.arange(T)[:, None])  # (T, T)
+    has = before.any(-1)
+    return (weights * before).sum(-1)[..., has].mean(-1)
 
 
-def tb_no_transpose(pe):  # M2 on the wrong side: key t + 2
-    return pe @ (pe @ relative_rotation(2, pe.shape[1]).to(pe.dtype)).T
+def nl_sum_queries(weights, text):
+    return nl_reference(weights, text) * sum(1 for t in range(len(text)) if text.rfind("\n", 0, t) >= 0)
 
 
-def tb_previous(pe):
-    return pe @ (pe @ relative_rotation(1, pe.shape[1]).to(pe.dtype).T).T
+def nl_in_place(weights, text):  # zeroes the queries without a newline in the caller's tensor
+    for t in range(len(text)):
+        if text.rfind("\n", 0, t) < 0:
+            weights[..., t, :] = 0
+    return nl_reference(weights, text)
 
 
-def tb_roll(pe):  # a shift of the score matrix, not a head (review round 4)
-    return torch.roll(pe @ pe.T, -2, dims=1)
-
-
-def tb_other_table(pe):  # keys from a longer table, not from pe (ignores the input)
-    T, C = pe.shape
-    return pe @ sinusoidal_table(T + 2, C)[2:].T
-
-
-CAT_3 = Catalogue(check_exercise_3, tb_reference, correct=[tb_m1_squared, tb_rotate_queries, tb_einsum], wrong=[
-    Wrong(tb_no_transpose, "t-2", "M2 not transposed: attends to t + 2"),
-    Wrong(tb_previous, "t-2", "the previous-token head"),
-    Wrong(tb_roll, "not a head", "torch.roll of the same-token scores"),
-    Wrong(tb_other_table, "not a head", "keys from another table"),
+CAT_3 = Catalogue(check_exercise_3, nl_reference, correct=[nl_rfind_loops, nl_one_hot], wrong=[
+    Wrong(partial(nl_reference, own=True), "strictly before", "a newline query counts itself"),
+    Wrong(partial(nl_reference, first=True), "latest", "the first newline of the text"),
+    Wrong(partial(nl_reference, every_query=True), "only over the queries", "zeros averaged in"),
+    Wrong(partial(nl_reference, transpose=True), "swapped", "weights[..., s, t]"),
+    Wrong(partial(nl_reference, after=True), "newline character itself", "the line's first character"),
+    Wrong(nl_every_newline, "only the latest", "every newline before t"),
+    Wrong(nl_sum_queries, "mean", "a sum over the queries"),
+    Wrong(nl_in_place, "in place", "changes the caller's weights"),
 ])
 
-# ---- exercise 4: masked online softmax --------------------------------------------------------------
+# ---- exercise 4: merging two online-softmax states ----------------------------------------------------
 
 
-def oa_reference(q, k, v, mask, block, safe=True, clamp=True, rescale=True, same_mask=False):
-    m = torch.full((*q.shape[:-1], 1), float("-inf"))
-    ell, acc = torch.zeros_like(m), torch.zeros(*q.shape[:-1], v.shape[-1])
-    for j in range(0, k.shape[-2], block):
-        s = q @ k[..., j : j + block, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
-        cols = mask[:, :block][:, : s.shape[-1]] if same_mask else mask[:, j : j + block]
-        s = s.masked_fill(~cols, float("-inf"))
-        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
-        base = m_new.nan_to_num(neginf=0.0) if safe else m_new
-        p, fix = torch.exp(s - base), torch.exp(m - base)
-        if not rescale:
-            fix = torch.ones_like(fix)
-        ell = ell * fix + p.sum(-1, keepdim=True)
-        acc = acc * fix + p @ v[..., j : j + block, :]
-        m = m_new
-    return acc / (ell.clamp(min=torch.finfo(ell.dtype).tiny) if clamp else ell)
+def mg_reference(a, b, safe=True, rescale=True, rescale_acc=True, keep_first_max=False, sign=1):
+    (m_a, ell_a, acc_a), (m_b, ell_b, acc_b) = a, b
+    m = m_a if keep_first_max else torch.maximum(m_a, m_b)
+    base = m.nan_to_num(neginf=0.0) if safe else m
+    f_a, f_b = torch.exp(sign * (m_a - base)), torch.exp(sign * (m_b - base))
+    if not rescale:
+        f_a, f_b = torch.ones_like(f_a), torch.ones_like(f_b)
+    g_a, g_b = (f_a, f_b) if rescale_acc else (torch.ones_like(f_a), torch.ones_like(f_b))
+    return m, ell_a * f_a + ell_b * f_b, acc_a * g_a + acc_b * g_b
 
 
-def oa_where(q, k, v, mask, block):  # a finite start instead of -inf, torch.where for the mask
-    m = torch.full((*q.shape[:-1], 1), -1e30)
-    ell = torch.zeros_like(m)
-    acc = torch.zeros(*q.shape[:-1], v.shape[-1])
-    for j in range(0, k.shape[-2], block):
-        s = q @ k[..., j : j + block, :].mT * q.shape[-1] ** -0.5
-        s = torch.where(mask[:, j : j + block], s, torch.tensor(float("-inf")))
-        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
-        p = torch.exp(s - m_new)
-        ell = ell * torch.exp(m - m_new) + p.sum(-1, keepdim=True)
-        acc = acc * torch.exp(m - m_new) + p @ v[..., j : j + block, :]
-        m = m_new
-    return torch.where(ell > 0, acc / ell.clamp(min=1e-30), torch.zeros_like(acc))
+def mg_where(a, b):  # factors 0 by torch.where where a state is empty
+    m = torch.maximum(a[0], b[0])
+    empty = torch.isneginf(m)
+    f_a = torch.where(empty, torch.zeros_like(m), torch.exp(a[0] - m))
+    f_b = torch.where(empty, torch.zeros_like(m), torch.exp(b[0] - m))
+    return m, a[1] * f_a + b[1] * f_b, a[2] * f_a + b[2] * f_b
 
 
-def oa_blocks_list(q, k, v, mask, block):  # scores of one block at a time, running state per block
-    d = q.shape[-1]
-    out_num, out_den, run_max = 0, 0, None
-    for kb, vb, mb in zip(k.split(block, -2), v.split(block, -2), mask.split(block, -1), strict=True):
-        s = (q @ kb.mT / math.sqrt(d)).masked_fill(~mb, float("-inf"))
-        bmax = s.amax(-1, keepdim=True)
-        new = bmax if run_max is None else torch.maximum(run_max, bmax)
-        new_safe = torch.where(new.isinf(), torch.zeros_like(new), new)
-        p = (s - new_safe).exp()
-        if run_max is not None:
-            f = (run_max - new_safe).exp()
-            out_num, out_den = out_num * f, out_den * f
-        out_num, out_den, run_max = out_num + p @ vb, out_den + p.sum(-1, keepdim=True), new
-    return out_num / torch.where(out_den == 0, torch.ones_like(out_den), out_den)
+def mg_floor(a, b):  # a finite floor for the max: exp(-inf - floor) = 0
+    m = torch.maximum(a[0], b[0]).clamp(min=torch.finfo(a[0].dtype).min)
+    f_a, f_b = (a[0] - m).exp(), (b[0] - m).exp()
+    return m, a[1] * f_a + b[1] * f_b, a[2] * f_a + b[2] * f_b
 
 
-def oa_full_softmax(q, k, v, mask, block):  # ignores block: the whole (T_q, T_k) at once
-    s = (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
-    return torch.softmax(s, -1).nan_to_num(0.0) @ v
+def mg_sorted(a, b):  # the state with the larger max keeps its sums; the other is moved onto it
+    swap = a[0] < b[0]  # (..., 1)
+    hi = [torch.where(swap, y, x) for x, y in zip(a, b, strict=True)]
+    lo = [torch.where(swap, x, y) for x, y in zip(a, b, strict=True)]
+    f = torch.exp(lo[0] - hi[0]).nan_to_num(0.0)  # both -inf: NaN -> 0, nothing was summed
+    return hi[0], hi[1] + lo[1] * f, hi[2] + lo[2] * f
 
 
-def oa_calls_helper(q, k, v, mask, block):
-    return helpers.attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
+def mg_in_place(a, b):
+    m = torch.maximum(a[0], b[0])
+    base = m.nan_to_num(neginf=0.0)
+    f_a, f_b = torch.exp(a[0] - base), torch.exp(b[0] - base)
+    return m, a[1].mul_(f_a) + b[1] * f_b, a[2].mul_(f_a) + b[2] * f_b
 
 
-CAT_4 = Catalogue(check_exercise_4, oa_reference, correct=[oa_where, oa_blocks_list], wrong=[
-    Wrong(partial(oa_reference, safe=False), "exp(-inf - (-inf))", "naive: NaN after a masked first block"),
-    Wrong(partial(oa_reference, clamp=False), "0 / 0", "acc / ell unclamped: 0/0 in empty rows"),
-    Wrong(partial(oa_reference, rescale=False), "rescaled", "no rescale of the running sums"),
-    Wrong(partial(oa_reference, same_mask=True), "slice of the mask", "the first block's mask for every block"),
-    Wrong(oa_full_softmax, "block", "a full softmax that ignores block"),
-    Wrong(oa_calls_helper, "calls", "calls the helper"),
+def mg_calls_helper(a, b):  # recomputes from nothing it has: the helpers' attention cannot be reached from states
+    helpers.attention.scaled_dot_product_attention(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1, 1))
+    return mg_reference(a, b)
+
+
+CAT_4 = Catalogue(check_exercise_4, mg_reference, correct=[mg_where, mg_floor, mg_sorted], wrong=[
+    Wrong(partial(mg_reference, safe=False), "exp(-inf - (-inf))", "naive: NaN where both states are empty"),
+    Wrong(partial(mg_reference, rescale=False), "rescale", "sums added without rescaling"),
+    Wrong(partial(mg_reference, rescale_acc=False), "acc by the same factors", "ell rescaled, acc not"),
+    Wrong(partial(mg_reference, keep_first_max=True), "larger of the two maxima", "m = m_a"),
+    Wrong(partial(mg_reference, sign=-1), "at most 1", "exp(m - m_x): the factor inverted"),
+    Wrong(mg_in_place, "in place", "rescales the caller's state in place"),
+    Wrong(mg_calls_helper, "calls", "calls the helpers' attention"),
 ])
 
 CATALOGUES = {"exercise 1": CAT_1, "attention head": CAT_HEAD, "exercise 2": CAT_2, "exercise 3": CAT_3,

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial, reduce
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 import helpers.attention as attention
 from helpers.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from helpers.compare import check_close
 from helpers.exercises import call_unchanged, refuse_calls
-from helpers.positional import sinusoidal_table
 
 __all__ = ["check_attention_head", "check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4"]
 
@@ -222,75 +220,164 @@ def check_exercise_2(multi_head_attention):
     print("exercise 2: correct")
 
 
-def check_exercise_3(two_back_scores):
-    """Exercise 3: a head's scores that peak at key t - 2, built from the position table alone."""
-    for T, C in [(8, 16), (12, 32), (6, 64)]:
-        pe = sinusoidal_table(T, C)  # (T, C)
-        scores = _call(two_back_scores, pe, case=f"T={T}, C={C}", label="two_back_scores", targets=())
-        assert isinstance(scores, torch.Tensor), f"T={T}, C={C}: expected a tensor, got {type(scores).__name__}"
-        assert tuple(scores.shape) == (T, T), f"T={T}, C={C}: expected shape ({T}, {T}), got {tuple(scores.shape)}"
-        # A head's score is q_t · k_s with q_t = p_t W_Q and k_s = p_s W_K: it depends on rows t and s of pe only,
-        # so permuting the rows of pe permutes the scores. A shift of the score matrix, or keys taken from
-        # another table than pe, is not a head.
-        perm = torch.randperm(T, generator=torch.Generator().manual_seed(T))
-        shuffled = _call(two_back_scores, pe[perm], case=f"T={T}, C={C}", label="two_back_scores", targets=())
-        assert torch.allclose(shuffled, scores[perm][:, perm], atol=1e-4), (
-            f"T={T}, C={C}: this is not a head: score[t, s] must be q_t · k_s, computed from the rows p_t and p_s of "
-            "pe alone (q = pe W_Q, k = pe W_K); permuting pe's rows must permute the scores, and yours change otherwise "
-            "(a shifted or rolled score matrix, or keys from another table, is not a head)")
-        w = torch.softmax((8 * scores.float()).masked_fill(~causal_mask(T), float("-inf")), dim=-1)  # (T, T)
-        rows = torch.arange(2, T)
-        on_target = w[rows, rows - 2]  # (T - 2,)
-        assert on_target.min() > 0.9, (f"T={T}, C={C}: query t should put ≥ 0.9 on key t-2; it puts "
-                                       f"{[round(v, 2) for v in on_target.tolist()]} (argmax per query "
-                                       f"{w.argmax(-1).tolist()})")
+def _newline_mistakes(weights: torch.Tensor, text: str):
+    """What the classic mistakes of exercise 3 compute: (scores (L, H), cause) pairs, for the message."""
+    T = len(text)
+    pos = torch.arange(T)  # (T,)
+    nl = torch.tensor([c == "\n" for c in text])  # (T,) bool
+    before = nl[None, :] & (pos[None, :] < pos[:, None])  # (T, T): key s is a newline strictly before query t
+    upto = nl[None, :] & (pos[None, :] <= pos[:, None])  # (T, T): the query's own newline counts too
+    first = torch.where(before, pos, T).amin(-1)  # (T,): the earliest newline before t (T if none)
+    latest = torch.where(before, pos, -1).amax(-1)  # (T,): the latest newline before t (-1 if none)
+    has = latest >= 0  # (T,)
+    rows = has.nonzero().flatten()  # the queries that count
+
+    def mean_on(w, target, queries=rows):  # (L, H, T, T), (T,) -> (L, H)
+        return w[..., queries, target[queries]].mean(-1)
+
+    own = torch.where(upto, pos, -1).amax(-1)  # (T,)
+    yield mean_on(weights, own, (own >= 0).nonzero().flatten()), (
+        "a query that is itself a newline counts its own position: take the latest newline strictly before t")
+    yield mean_on(weights, first), "the first newline of the text: take the latest one before t (the current line's)"
+    yield weights[..., pos, latest.clamp(min=0)].masked_fill(~has, 0).mean(-1), (
+        "averaged over every query: average only over the queries that have a newline before them")
+    yield mean_on(weights.transpose(-2, -1), latest), (
+        "weights[l, h, t, s] is what query t (a row) puts on key s (a column): the axes are swapped")
+    after = latest + 1  # the first character of the line
+    yield mean_on(weights, after, (has & (after <= pos)).nonzero().flatten()), (
+        "the character after the newline: score the newline character itself")
+    yield (weights * before).sum(-1)[..., rows].mean(-1), (
+        "the weight on every newline before t, summed: score only the latest one")
+    yield weights[..., rows, latest[rows]].sum(-1), "a sum over the queries: take their mean"
+
+
+def check_exercise_3(newline_scores):
+    """Exercise 3: per head, the mean weight a query puts on the latest newline before it.
+
+    newline_scores(weights (L, H, T, T), text of T characters) -> (L, H). Compared on random causal
+    weights (a head's rows: each sums to 1 over keys s <= t) and texts with consecutive newlines, a
+    newline first and last, and long runs without one.
+    """
+    g = torch.Generator().manual_seed(0)
+    texts = ["ab\ncd\n\nef g", "\nx = 1\ny = 2\n", "no newline for a while, then\none\n\n\nand more text",
+             "def f(x):\n    return x\n\nprint(f(2))"]
+    for text in texts:
+        case = f"text {text!r}"
+        T, L, H = len(text), 2, 3
+        causal = causal_mask(T)  # (T, T)
+        weights = torch.softmax((torch.randn(L, H, T, T, generator=g) * 2).masked_fill(~causal, float("-inf")), -1)
+        pos = torch.arange(T)
+        nl = torch.tensor([c == "\n" for c in text])  # (T,)
+        latest = torch.where(nl[None, :] & (pos[None, :] < pos[:, None]), pos, -1).amax(-1)  # (T,)
+        rows = (latest >= 0).nonzero().flatten()
+        expected = weights[..., rows, latest[rows]].mean(-1)  # (L, H)
+        got = _call(newline_scores, weights, text, case=case, label="newline_scores", targets=())
+        assert isinstance(got, torch.Tensor), f"{case}: expected a tensor, got {type(got).__name__}"
+        assert tuple(got.shape) == (L, H), (
+            f"{case}: expected shape ({L}, {H}) = (layers, heads), one score per head, got {tuple(got.shape)}")
+        got = got.detach().double()
+        assert got.isfinite().all(), f"{case}: NaN or inf in the scores: a mean over no query, or a division by 0?"
+        err = (got - expected.double()).abs().max().item()
+        if err > 1e-5:
+            cause = next((why for wrong, why in _newline_mistakes(weights, text)
+                          if wrong.shape == got.shape and (got - wrong.double()).abs().max() <= 1e-5),
+                         "for each query t, find the latest newline s < t; average weights[l, h, t, s] over "
+                         "the queries that have one")
+            raise AssertionError(f"{case}: off by up to {err:.3g}; {cause}")
     print("exercise 3: correct")
 
 
-class _NoFullScores(TorchDispatchMode):
-    """Fails as soon as an operation produces a floating tensor whose last two axes are (T_q, T_k)."""
-
-    def __init__(self, T_q: int, T_k: int):
-        super().__init__()
-        self.shape, self.culprit = (T_q, T_k), None
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() >= 2
-                    and tuple(t.shape[-2:]) == self.shape and self.culprit is None):
-                self.culprit = str(func)
-        return out
+def _chunk_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor):
+    """The online-softmax state (m, ell, acc) of one chunk of keys; m = -inf, ell = 0, acc = 0 where none is allowed."""
+    s = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))  # (B, T_q, n)
+    m = s.amax(-1, keepdim=True)  # (B, T_q, 1)
+    p = torch.exp(s - m.clamp(min=torch.finfo(s.dtype).min))  # (B, T_q, n): exp(-inf) = 0 where blocked
+    return m, p.sum(-1, keepdim=True), p @ v  # (B, T_q, 1), (B, T_q, 1), (B, T_q, d_v)
 
 
-def check_exercise_4(masked_online_attention):
-    """Exercise 4: the online softmax with a mask, block by block, against the helpers' attention."""
+def _merge_call(merge, a, b, case):
+    __tracebackhide__ = True
+    got = _call(merge, a, b, case=case, label="merge")
+    assert isinstance(got, tuple) and len(got) == 3 and all(isinstance(t, torch.Tensor) for t in got), (
+        f"{case}: merge must return a tuple of three tensors (m, ell, acc), got {type(got).__name__}")
+    for name, t, ref in zip(("m", "ell", "acc"), got, a, strict=True):
+        assert t.shape == ref.shape, f"{case}: {name} should keep its shape {tuple(ref.shape)}, got {tuple(t.shape)}"
+    return got
+
+
+def check_exercise_4(merge):
+    """Exercise 4: merge two online-softmax states (m, ell, acc) of disjoint key chunks, masks included.
+
+    The chunks' states are merged in several orders (left to right, right to left, a tree, swapped
+    arguments); acc / ell of the result must equal the helpers' masked attention over all keys, rows
+    with no allowed key giving 0.
+    """
     g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(3, 2, 10, 8, generator=g).unbind(0)  # (B, T, d) each
-    pad = torch.tensor([False] * 6 + [True] * 4)  # (T_k,): six left pads, so block 0 is all pad
-    cases = {"causal": causal_mask(10), "left padding & causal": causal_mask(10) & pad}  # the second: rows 0-5 see nothing
+    q, k, v = (torch.randn(2, n, 8, generator=g) * 2 for n in (10, 12, 12))  # (B, T_q, d), (B, T_k, d) twice
+    pad = torch.tensor([False] * 6 + [True] * 6)  # (T_k,): six left pads, so the first chunks are all pad
+    wide = torch.ones(10, 12, dtype=torch.bool).tril(2)  # (T_q, T_k): causal, keys 2 ahead (T_k = T_q + 2)
+    cases = {"causal": wide, "left padding & causal": wide & pad}  # the second: rows 0-3 see no key at all
+    # one merge, checked directly: the larger max, and both sums moved onto it
+    a = (torch.tensor([[0.0], [float("-inf")], [2.0]]), torch.tensor([[2.0], [0.0], [1.0]]), torch.tensor([[4.0], [0.0], [3.0]]))
+    b = (torch.tensor([[1.0], [float("-inf")], [float("-inf")]]), torch.tensor([[1.0], [0.0], [0.0]]),
+         torch.tensor([[5.0], [0.0], [0.0]]))
+    m, ell, acc = _merge_call(merge, a, b, "one merge")
+    bad = ~(ell.isfinite() & acc.isfinite()).squeeze(-1)  # (3,): row 1 has both states empty
+    assert not bad[1], (
+        "one merge: NaN where both states are empty (m = -inf, ell = 0, acc = 0 in both: no allowed key yet); the "
+        "merged state must be empty too. Each factor exp(m_x - m) is at most 1 (m is the larger max), but here it "
+        "gives NaN (exp(-inf - (-inf)) = NaN, or 0 · inf): make it 0, nothing was summed")
+    assert not bad.any(), (
+        f"one merge: NaN or inf in rows {bad.nonzero().flatten().tolist()}, where at most one state is empty: "
+        "rescale each state by exp(m_x - m) with m the larger max, a factor of at most 1 (0 for an empty state)")
+    assert torch.equal(m[[0, 2]], torch.tensor([[1.0], [2.0]])), (
+        f"one merge: the merged m must be the larger of the two maxima, got {m.flatten().tolist()}")
+    want_ell = torch.tensor([[2 * math.exp(-1) + 1.0], [0.0], [1.0]])
+    want_acc = torch.tensor([[4 * math.exp(-1) + 5.0], [0.0], [3.0]])
+    if not torch.allclose(ell, want_ell, atol=1e-6):
+        raise AssertionError(
+            f"one merge: m_a = 0, ell_a = 2 and m_b = 1, ell_b = 1 should give ell = 2·e^(0-1) + 1·e^(1-1) = "
+            f"{want_ell[0, 0]:.4f}, got {ell[0, 0]:.4f} (a row with one state empty keeps the other: "
+            f"{ell[2, 0]:.4f}, want 1): each state is summed against its own max; rescale ell and acc of both "
+            "by exp(m_x - m) onto the merged max m before adding")
+    if not torch.allclose(acc, want_acc, atol=1e-6):
+        raise AssertionError(
+            f"one merge: ell is right but acc is not: acc_a = 4, acc_b = 5 should give 4·e^(0-1) + 5·e^(1-1) = "
+            f"{want_acc[0, 0]:.4f}, got {acc[0, 0]:.4f}: rescale acc by the same factors exp(m_x - m) as ell")
     for case, mask in cases.items():
-        empty = ~mask.any(-1)  # (T_q,): rows with nothing allowed
-        for block in (3, 4, 16):
-            name = f"{case}, block={block}"
-            expected = scaled_dot_product_attention(q, k, v, mask=mask)[0]  # (B, T, d)
-            watch = _NoFullScores(10, 10)
-            with watch:
-                got = _call(masked_online_attention, q, k, v, mask, block, case=name, label="masked_online_attention")
-            assert block >= 10 or watch.culprit is None, (
-                f"{name}: your code built a full (T_q, T_k) = (10, 10) matrix of scores or weights ({watch.culprit}): "
-                "the online softmax holds only one block of `block` keys at a time")
-            assert isinstance(got, torch.Tensor), f"{name}: expected a tensor, got {type(got).__name__}"
-            assert got.shape == expected.shape, f"{name}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
-            nan_rows = got.isnan().any(-1).any(0)  # (T_q,)
-            assert not (nan_rows & ~empty).any(), (
-                f"{name}: NaN in rows {nan_rows.nonzero().flatten().tolist()} that do have allowed keys: "
-                "while every key so far was masked, the running max is -inf and exp(-inf - (-inf)) is NaN")
-            assert not nan_rows.any(), (
-                f"{name}: NaN in rows {nan_rows.nonzero().flatten().tolist()}, which allow no key at all: their running "
-                "sum ℓ stays 0, and acc / ℓ is 0 / 0; such a row's output must be 0")
-            err = (got - expected).abs().max().item()
-            assert err <= 1e-5, (
-                f"{name}: off by up to {err:.3g}; when a block raises the running max, what was summed so far (ℓ and "
-                "the weighted values) must be rescaled by exp(m_old - m_new), and each block uses its own slice of the mask")
+        expected = scaled_dot_product_attention(q, k, v, mask=mask)[0]  # (B, T_q, d)
+        empty = ~mask.any(-1)  # (T_q,)
+        for sizes in ((3, 3, 3, 3), (4, 5, 3), (6, 6)):
+            chunks = [_chunk_state(q, kc, vc, mc) for kc, vc, mc in
+                      zip(k.split(sizes, 1), v.split(sizes, 1), mask.split(sizes, -1), strict=True)]
+            for order, fold in _ORDERS.items():
+                name = f"{case}, chunks of {sizes}, merged {order}"
+                m, ell, acc = fold(chunks, partial(_merge_call, merge, case=name))
+                nan_rows = (ell.isnan() | acc.isnan().any(-1, keepdim=True)).squeeze(-1).any(0)  # (T_q,)
+                assert not (nan_rows & ~empty).any(), (
+                    f"{name}: NaN in rows {nan_rows.nonzero().flatten().tolist()} that do have allowed keys: a chunk "
+                    "with no allowed key has m = -inf, and merging two such states computes exp(-inf - (-inf)) = NaN; "
+                    "the factor of a state with m = -inf must be 0")
+                assert not nan_rows.any(), (
+                    f"{name}: NaN in rows {nan_rows.nonzero().flatten().tolist()}, which allow no key at all: their "
+                    "ell and acc must stay 0 (exp(-inf - (-inf)) is NaN, the factor must be 0)")
+                out = acc / ell.clamp(min=torch.finfo(ell.dtype).tiny)  # (B, T_q, d): empty rows 0 / tiny = 0
+                err = (out - expected).abs().max().item()
+                assert err <= 1e-5, (
+                    f"{name}: acc / ell is off by up to {err:.3g}; each state was summed against its own max: "
+                    "rescale both by exp(m_x - m) onto m = max(m_a, m_b)")
     print("exercise 4: correct")
+
+
+_ORDERS = {  # ways to fold the chunks' states with merge(a, b): all must give the same attention
+    "left to right": lambda states, mg: reduce(mg, states),
+    "right to left": lambda states, mg: reduce(lambda x, y: mg(y, x), states[::-1]),
+    "as a tree": lambda states, mg: _tree(states, mg),
+}
+
+
+def _tree(items, merge):
+    """Merge neighbours pairwise until one is left: ((c0 c1) (c2 c3)) ..."""
+    while len(items) > 1:
+        items = [merge(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
