@@ -12,7 +12,7 @@ from helpers.bpe import SPLIT_PATTERN, BPETokenizer
 from helpers.bpe import merge_pair as helper_merge_pair
 from helpers.checks import nb01
 from helpers.exercises import attempt
-from helpers.gpt2_tokenizer import gpt2_pattern
+from helpers.gpt2_tokenizer import bytes_to_unicode, gpt2_pattern
 
 
 # ----------------------------------------------------------------------------- merge_pair
@@ -368,8 +368,83 @@ EXERCISE_2 = Catalogue(
            Wrong(lambda: 12, "between 1 and 11", "one per byte"),
            Wrong(lambda: 11.0, "int", "a float")])
 
+
+# ----------------------------------------------------------------------------- exercise 3
+_, HF_ID, _ = nb01.hf_bpe_parts()
+STAND_IN = bytes_to_unicode()
+
+
+def _hf_key(p):  # a pair in HF's ids: bytes renumbered, merged ids (256 and up) unchanged
+    return tuple(HF_ID[i] if i < 256 else i for i in p)
+
+
+def reference_train_bpe_hf(chunks, vocab_size):
+    seqs = [list(c.encode("utf-8")) for c in chunks]
+    merges = []
+    while len(merges) < vocab_size - 256:
+        counts = Counter(p for ids in seqs for p in pairwise(ids))
+        if not counts:
+            break
+        pair = min(counts, key=lambda p: (-counts[p], _hf_key(p)))
+        merges.append(pair)
+        seqs = [reference_merge_pair(ids, pair, 255 + len(merges)) for ids in seqs]
+    return merges
+
+
+def train_hf_relabelled(chunks, vocab_size):  # train in HF's ids with the plain rule, translate back at the end
+    back = {h: b for b, h in enumerate(HF_ID)}
+    seqs, merges = [[HF_ID[b] for b in c.encode()] for c in chunks], []
+    while len(merges) < vocab_size - 256:
+        counts = Counter(p for ids in seqs for p in pairwise(ids))
+        if not counts:
+            break
+        pair = min(counts, key=lambda p: (-counts[p], p))
+        merges.append(pair)
+        seqs = [merge_zip_skip(ids, pair, 255 + len(merges)) for ids in seqs]
+    return [tuple(back.get(i, i) for i in p) for p in merges]
+
+
+def train_hf_sorted_stand_ins(chunks, vocab_size):  # rank the bytes by sorting their stand-ins, sorted() on items
+    rank = {b: r for r, b in enumerate(sorted(range(256), key=STAND_IN.get))}
+    seqs, merges = [list(c.encode()) for c in chunks], []
+    for new_id in range(256, vocab_size):
+        counts = Counter()
+        for ids in seqs:
+            counts.update(zip(ids, ids[1:], strict=False))
+        if not counts:
+            break
+        pair = sorted(counts.items(), key=lambda kv: (-kv[1], [rank.get(i, i) for i in kv[0]]))[0][0]
+        merges.append(pair)
+        seqs = [merge_zip_skip(ids, pair, new_id) for ids in seqs]
+    return merges
+
+
+train_hf_code_points = _train_with(  # ranks bytes by the stand-in's code point: the space (U+0120) after id 256
+    reference_merge_pair, pick=lambda c: min(c, key=lambda p: (-c[p], [ord(STAND_IN[i]) if i < 256 else i for i in p])))
+train_hf_code_points.__name__ = "train_hf_code_points"
+train_hf_larger = _train_with(reference_merge_pair, pick=lambda c: max(c, key=lambda p: (c[p], _hf_key(p))))
+train_hf_larger.__name__ = "train_hf_larger"
+
+
+def train_hf_returns_hf_ids(chunks, vocab_size):  # right ties, but the pairs left in HF's ids
+    return [_hf_key(p) for p in reference_train_bpe_hf(chunks, vocab_size)]
+
+
+def train_hf_calls_helper(chunks, vocab_size):
+    return BPETokenizer.train("".join(chunks), vocab_size).merges
+
+
+EXERCISE_3 = Catalogue(
+    nb01.check_exercise_3, reference_train_bpe_hf, correct=[train_hf_relabelled, train_hf_sorted_stand_ins],
+    wrong=[Wrong(reference_train_bpe, ("tie", "stand-in"), "this notebook's own rule: ties by byte value"),
+           Wrong(train_first_seen, "tie", "minbpe's first-seen rule"),
+           Wrong(train_hf_larger, "tie", "the larger pair in HF's ids"),
+           Wrong(train_hf_code_points, ("merged id", "after every byte"), "stand-ins ranked by code point"),
+           Wrong(train_hf_returns_hf_ids, "HF's ids", "pairs returned in HF's ids"),
+           Wrong(train_hf_calls_helper, "write it yourself", "calls BPETokenizer.train")])
+
 CATALOGUES = {"merge_pair": MERGE_PAIR, "train_bpe": TRAIN_BPE, "encode_bpe": ENCODE_BPE,
-              "decode_bpe": DECODE_BPE, "exercise_1": EXERCISE_1, "exercise_2": EXERCISE_2}
+              "decode_bpe": DECODE_BPE, "exercise_1": EXERCISE_1, "exercise_2": EXERCISE_2, "exercise_3": EXERCISE_3}
 
 
 @pytest.mark.parametrize("name", list(CATALOGUES))

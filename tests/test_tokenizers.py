@@ -319,3 +319,17 @@ def test_bpe_and_tokenizers_do_not_import_each_other():
     tree = ast.parse(inspect.getsource(helpers.tokenizers))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "helpers.bpe" not in imported and not hasattr(helpers.tokenizers, "BPETokenizer")
+
+
+def test_token_rows_show_every_token_in_a_fixed_colour_and_escape_html():
+    from helpers.tokenizers_display import PALETTE, TokenRows
+
+    rows = TokenRows({"bpe": ["<b>", " a", "\n"], "bytes": list("ab")})
+    page = rows._repr_html_()
+    assert repr(rows) == "bpe (3): <b>| a|↵\nbytes (2): a|b"
+    assert "&lt;b&gt;" in page and "<b>" not in page and page == TokenRows(rows.rows)._repr_html_()
+    assert [page.count(c) for c in PALETTE[:3]] == [2, 2, 1]  # colours by position, row by row
+    with pytest.raises(TypeError, match="rows"):
+        TokenRows({"x": "abc"})
+    with pytest.raises(TypeError, match="rows"):
+        TokenRows({})

@@ -1,4 +1,4 @@
-"""The checks of notebook 01 (tokenization): the four BPE builds and the two exercises.
+"""The checks of notebook 01 (tokenization): the four BPE builds and the three exercises.
 
 Each check compares the learner's function with the helper (`helpers.bpe.BPETokenizer`) or with
 GPT-2's pattern on inputs chosen to reveal the classic mistakes, and says which case failed and
@@ -9,15 +9,19 @@ Proven by tests/test_catalogue_nb01.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections import Counter
 from itertools import pairwise
+from pathlib import Path
+
+from tokenizers import Tokenizer
 
 import helpers.bpe
 from helpers.bpe import SPLIT_PATTERN, BPETokenizer
-from helpers.data import load_corpus
+from helpers.data import DATA_DIR, load_corpus
 from helpers.exercises import refuse_calls
-from helpers.gpt2_tokenizer import gpt2_pattern
+from helpers.gpt2_tokenizer import bytes_to_unicode, gpt2_pattern
 
 
 def check_merge_pair(merge_pair):
@@ -66,10 +70,10 @@ def _why_differs(chunks, expected, got, k):
 
 
 @contextlib.contextmanager
-def _refusing_train(train_bpe):
+def _refusing_train(train_bpe, label="train_bpe"):
     raw = vars(BPETokenizer)["train"]  # the classmethod itself: refuse_calls would restore a bound method
     try:
-        with refuse_calls(train_bpe, (BPETokenizer, "train"), label="train_bpe"):
+        with refuse_calls(train_bpe, (BPETokenizer, "train"), label=label):
             yield
     finally:
         BPETokenizer.train = raw
@@ -172,3 +176,63 @@ def check_exercise_2(merges_needed):
     tokens = len(BPETokenizer.train("我喜欢你" * 50, 256 + n - 1).encode("我喜欢你"))
     assert tokens > 1, f"{n - 1} merges already make '我喜欢你' one token: {n} is not the smallest"
     print(f"exercise 2: correct ({n} merges)")
+
+
+HF_BPE_FILE = DATA_DIR / "hf_bpe_320.json"  # made by tools/make_hf_bpe.py; tests/test_hf_bpe_file.py reruns it
+
+
+def hf_bpe_parts(path=HF_BPE_FILE):
+    """A tokenizer file written by Hugging Face `tokenizers`, read for exercise 3.
+
+    Returns ``(tokenizer, hf_id, merges)``: the `tokenizers.Tokenizer`; ``hf_id[b]``, the id it gives
+    byte ``b`` (bytes are numbered by their printable stand-ins, `bytes_to_unicode`, so ``hf_id`` is a
+    permutation of 0..255); and its merges as pairs of this notebook's ids (bytes = byte values, merge k
+    = 256 + k, which is also its id there)."""
+    tok = Tokenizer.from_file(str(path))
+    vocab, stand_in = tok.get_vocab(), bytes_to_unicode()
+    hf_id = [vocab[stand_in[b]] for b in range(256)]
+    ours = {v: b for b, v in enumerate(hf_id)}
+    merged = json.loads(Path(path).read_text(encoding="utf-8"))["model"]["merges"]
+    merges = [tuple(ours.get(vocab[s], vocab[s]) for s in pair) for pair in merged]
+    assert sorted(hf_id) == list(range(256)) and all(vocab["".join(p)] == 256 + k for k, p in enumerate(merged)), (
+        f"{path}: not a byte-level BPE with the 256 bytes first and merge k at id 256 + k")
+    return tok, hf_id, merges
+
+
+def _first_difference(expected, got):
+    return next((k for k, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b),
+                min(len(got), len(expected)))
+
+
+def check_exercise_3(train_bpe_hf):
+    _, hf_id, shipped = hf_bpe_parts()
+    in_hf_ids = {b: i for b, i in enumerate(hf_id)}
+    cases = [  # chunks, vocab_size, expected merges, why
+        (["ss", " s"], 257, [(115, 115)],
+         "'ss' and ' s' tie (once each); in HF's ids 's' is 82 and the space 220"),
+        (["ssx", "ssx", " y", " y"], 258, [(115, 115), (32, 121)],
+         "after 'ss' becomes 256, ('ss', 'x') and (' ', 'y') tie; every merged id (256 and up) comes after "
+         "every byte in HF's ids, the space's 220 included"),
+    ]
+    small = load_corpus()[:5000]
+    cases.append((re.findall(r"'s|'t|'re|'ve|'m|'ll|'d|" + SPLIT_PATTERN, small), 320, shipped,
+                  "corpus[:5000] in exercise 1's chunks, against the merges HF trained (data/hf_bpe_320.json)"))
+    for chunks, size, expected, why in cases:
+        with _refusing_train(train_bpe_hf, label="exercise 3"):
+            got = [tuple(m) for m in train_bpe_hf(list(chunks), size)]
+        if got == expected:
+            continue
+        k = _first_difference(expected, got)
+        label = f"{chunks[:4]}{' ...' if len(chunks) > 4 else ''} to {size}"
+        note = ""
+        if [tuple(in_hf_ids.get(i, i) for i in p) for p in expected] == got:
+            note = (" (these are HF's ids: return the pairs in this notebook's ids, bytes as byte values, "
+                    "as train_bpe does; HF's ids only decide the ties)")
+        elif k < len(got) and k < len(expected) and _why_differs(chunks, expected, got, k).startswith(" (a tie"):
+            note = (f" (a tie broken the other way: {why}; HF takes the smaller pair in its own ids, bytes "
+                    "numbered by their stand-ins, not by byte value)")
+        else:
+            note = _why_differs(chunks, expected, got, k)
+        raise AssertionError(f"chunks {label}: merge {k} differs: expected {expected[k:k + 1]}, "
+                             f"got {got[k:k + 1]}{note}")
+    print("exercise 3: correct")
