@@ -64,8 +64,8 @@ SHIFTS ?= 1 2
 seed-shift: install
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python tools/seed_shift.py $(foreach k,$(SHIFTS),--shift $(k)) $(NB)
 	@# NB=one notebook checks that notebook alone; the unit tests run when every notebook does
-	$(if $(filter notebooks,$(NB)),for k in $(SHIFTS); do echo "unit tests, every seed shifted by $$k:"; \
-		SEED_SHIFT=$$k PYTHONPATH=tools/seed_shift_site OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -m "not one_draw" || exit 1; done)
+	if [ "$(NB)" = notebooks ]; then for k in $(SHIFTS); do echo "unit tests, every seed shifted by $$k:"; \
+		SEED_SHIFT=$$k PYTHONPATH=tools/seed_shift_site OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -m "not one_draw" || exit 1; done; fi
 
 freshness: install
 	$(BIN)/python tools/check_notebooks.py notebooks

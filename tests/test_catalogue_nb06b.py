@@ -238,7 +238,7 @@ def loss_only(model):  # wrong: never looks at causality
 def loss_at_init_only(model):  # wrong: every patient's loss at init is about ln V
     idx = torch.randint(1, model.vocab_size, (4, model.block_size))
     with torch.no_grad():
-        return abs(model(idx, idx)[1].item() - math.log(model.vocab_size)) < 0.3
+        return abs(model(idx, idx)[1].item() - math.log(model.vocab_size)) < 0.5
 
 
 def padding_counted(model):  # wrong: the reference loss counts padding too, so the clean patient fails
@@ -276,10 +276,10 @@ ex3 = Catalogue(
 
 
 def test_patient_bugs_are_silent():
-    """The two-bug patient runs, has the right shapes, and its loss at init is about ln V."""
-    idx = torch.randint(1, 12, (4, 8))
-    logits, loss = patient_with_two_bugs()(idx, idx)
-    assert logits.shape == (4, 8, 12) and abs(loss.item() - math.log(12)) < 0.3
+    """The two-bug patient runs, has the right shapes, and its loss at init is within 0.4 nats of ln V."""
+    idx, targets = torch.randint(1, 12, (16, 8)), torch.randint(1, 12, (16, 8))
+    logits, loss = patient_with_two_bugs()(idx, targets)
+    assert logits.shape == (16, 8, 12) and abs(loss.item() - math.log(12)) < 0.4
     assert reference_healthy(Patient()) and not reference_healthy(patient_with_two_bugs())
 
 CATALOGUES = {"exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3}
