@@ -6,11 +6,14 @@ are the notebook's collapsed solutions, copied here.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers.checks import nb06b
-from helpers.checks.nb06b import table_pe
+from helpers.checks.nb06b import Patient, patient_with_two_bugs, table_pe
 from tests.catalogue import Catalogue, Wrong, assert_catalogue
 
 # ---------------------------------------------------------------- exercise 1
@@ -158,7 +161,128 @@ ex2 = Catalogue(
     ],
 )
 
-CATALOGUES = {"exercise 1": ex1, "exercise 2": ex2}
+# ---------------------------------------------------------------- exercise 3
+
+
+def reference_healthy(model):
+    g = torch.Generator().manual_seed(0)
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx = torch.randint(1, V, (2, T), generator=g)  # (B, T)
+    with torch.no_grad():
+        logits = model(idx)[0]  # (B, T, V)
+        for s in range(1, T):  # promise 2: change token s; no logits before s may move
+            other = idx.clone()
+            other[:, s] = other[:, s] % (V - 1) + 1
+            if not torch.allclose(model(other)[0][:, :s], logits[:, :s], atol=1e-5):
+                return False
+        targets = torch.randint(1, V, (2, T), generator=g)  # (B, T)
+        targets[:, T // 2 :] = pad  # promise 3: padded targets must not count
+        spec_loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad)
+        return bool(torch.allclose(model(idx, targets)[1], spec_loss, atol=1e-5))
+
+
+def _prefix_causal(model, idx):  # the logits of every prefix equal the first rows of the full logits
+    full = model(idx)[0]
+    return all(torch.allclose(model(idx[:, :t])[0], full[:, :t], atol=1e-5) for t in range(1, idx.shape[1]))
+
+
+def prefix_and_appended_padding(model):  # causality by prefixes; padding appended must not move the loss
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx, n = torch.randint(1, V, (3, T)), T // 2
+    targets = torch.randint(1, V, (3, n))
+    with torch.no_grad():
+        if not _prefix_causal(model, idx):
+            return False
+        short = model(idx[:, :n], targets)[1]
+        padded = model(idx, torch.cat([targets, torch.full((3, T - n), pad)], dim=1))[1]
+    return bool(torch.allclose(short, padded, atol=1e-5))
+
+
+def gradient_and_masked_mean(model):  # causality by backprop (the Recipe), the loss by a masked mean
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx = torch.randint(1, V, (2, T))
+    grads = {}
+    hook = model.tok.register_forward_hook(lambda m, i, out: grads.update(x=out) or out.retain_grad())
+    try:
+        for t in range(T):
+            model(idx)[0][:, t].sum().backward()
+            if grads["x"].grad[:, t + 1 :].abs().sum() > 0:
+                return False
+    finally:
+        hook.remove()
+    targets = torch.randint(0, V, (2, T))
+    targets[0, -3:] = pad
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        nll = -logits.log_softmax(-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
+        keep = (targets != pad).float()
+        return abs(loss.item() - ((nll * keep).sum() / keep.sum()).item()) < 1e-5
+
+
+def causality_only(model):  # wrong: never looks at the loss
+    V, T = model.vocab_size, model.block_size
+    with torch.no_grad():
+        return _prefix_causal(model, torch.randint(1, V, (2, T)))
+
+
+def loss_only(model):  # wrong: never looks at causality
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx, targets = torch.randint(1, V, (2, T)), torch.randint(1, V, (2, T))
+    targets[:, -3:] = pad
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        want = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad)
+    return bool(torch.allclose(loss, want, atol=1e-5))
+
+
+def loss_at_init_only(model):  # wrong: every patient's loss at init is about ln V
+    idx = torch.randint(1, model.vocab_size, (4, model.block_size))
+    with torch.no_grad():
+        return abs(model(idx, idx)[1].item() - math.log(model.vocab_size)) < 0.5
+
+
+def padding_counted(model):  # wrong: the reference loss counts padding too, so the clean patient fails
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx, targets = torch.randint(1, V, (2, T)), torch.randint(1, V, (2, T))
+    targets[:, -3:] = pad
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        ok = torch.allclose(loss, F.cross_entropy(logits.flatten(0, 1), targets.flatten()), atol=1e-5)
+    return bool(ok) and _prefix_causal(model, idx)
+
+
+def no_padding_in_the_test(model):  # wrong: compares the loss on targets that hold no padding
+    V, T, pad = model.vocab_size, model.block_size, model.pad_id
+    idx, targets = torch.randint(1, V, (2, T)), torch.randint(1, V, (2, T))  # ids from 1: never pad
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        want = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad)
+    return bool(torch.allclose(loss, want, atol=1e-5)) and _prefix_causal(model, idx)
+
+
+ex3 = Catalogue(
+    check=nb06b.check_exercise_3,
+    reference=reference_healthy,
+    correct=[prefix_and_appended_padding, gradient_and_masked_mean],
+    wrong=[
+        Wrong(causality_only, "loss", "never checks the loss"),
+        Wrong(loss_only, ("positions", "later token"), "never checks causality"),
+        Wrong(loss_at_init_only, ("positions", "later token"), "the loss at init only"),
+        Wrong(padding_counted, ("clean", "which positions count"), "counts padding in its own loss"),
+        Wrong(no_padding_in_the_test, ("loss", "padded"), "tests the loss without padded targets"),
+        Wrong(lambda model: False, "clean", "flags every model"),
+    ],
+)
+
+
+def test_patient_bugs_are_silent():
+    """The two-bug patient runs, has the right shapes, and its loss at init is within 0.4 nats of ln V."""
+    idx, targets = torch.randint(1, 12, (16, 8)), torch.randint(1, 12, (16, 8))
+    logits, loss = patient_with_two_bugs()(idx, targets)
+    assert logits.shape == (16, 8, 12) and abs(loss.item() - math.log(12)) < 0.4
+    assert reference_healthy(Patient()) and not reference_healthy(patient_with_two_bugs())
+
+CATALOGUES = {"exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3}
 
 
 @pytest.mark.parametrize("name", list(CATALOGUES))
