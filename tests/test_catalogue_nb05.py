@@ -3,6 +3,8 @@ and rejects plausible wrong ones with a message that names the cause (tests/cata
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -87,7 +89,7 @@ CAT_1 = Catalogue(check_exercise_1, ln_reference, correct=[ln_rsqrt, ln_moments]
     Wrong(ln_calls_torch, "calls", "calls F.layer_norm"),
 ])
 
-# ---- exercises 2 and 5: the encoder layer -----------------------------------------------------------
+# ---- exercise 2: the encoder layer -----------------------------------------------------------
 
 
 class EncBase(nn.Module):
@@ -135,10 +137,6 @@ class EncPreOnly(EncBase):  # always pre-LN
         return x + self.ff(self.norm2(x))
 
 
-class EncPostOnly(EncBase):  # always post-LN
-    def forward(self, x, mask=None):
-        x = self.norm1(x + self.attn(x, x, x, mask=mask))
-        return self.norm2(x + self.ff(x))
 
 
 class EncNoMask(EncReference):
@@ -166,27 +164,10 @@ class EncOneNorm(EncBase):
         return self.norm1(x + self.ff(x))
 
 
-class EncResidualFromNorm(EncBase):  # pre-LN residual from LN1(x), not x
-    def forward(self, x, mask=None):
-        if not self.norm_first:
-            return EncReference.forward(self, x, mask)
-        h = self.norm1(x)
-        x = h + self.attn(h, h, h, mask=mask)
-        return x + self.ff(self.norm2(x))
 
 
-class EncFinalNorm(EncReference):  # pre-LN with an extra norm at the end
-    def forward(self, x, mask=None):
-        out = super().forward(x, mask)
-        return self.norm2(out) if self.norm_first else out
 
 
-class EncOnlyQNormed(EncBase):
-    def forward(self, x, mask=None):
-        if not self.norm_first:
-            return EncReference.forward(self, x, mask)
-        x = x + self.attn(self.norm1(x), x, x, mask=mask)
-        return x + self.ff(self.norm2(x))
 
 
 class EncInPlace(EncBase):
@@ -218,14 +199,6 @@ CAT_2 = Catalogue(check_exercise_2, encoder2(EncReference), correct=[encoder2(En
     Wrong(encoder2(EncCallsTorch), "calls", "calls PyTorch's layer"),
 ])
 
-CAT_5 = Catalogue(check_exercise_5, EncReference, correct=[EncSteps, EncLoop], wrong=[
-    Wrong(EncPostOnly, "other norm placement", "post-LN for both"),
-    Wrong(EncResidualFromNorm, "pre-LN", "residual from LN1(x)"),
-    Wrong(EncFinalNorm, "no norm after the last addition", "extra final norm"),
-    Wrong(EncOnlyQNormed, "q, k and v", "only the queries normalised"),
-    Wrong(EncNoMask, "padding mask", "mask dropped"),
-    Wrong(EncOneNorm, "pre-LN", "LN1 in both branches"),
-])
 
 # ---- exercise 3: the decoder layer -----------------------------------------------------------------
 
@@ -317,6 +290,82 @@ CAT_4 = Catalogue(check_exercise_4, rms_reference, correct=[rms_rsqrt, rms_norm_
     Wrong(lambda x, gamma, eps=1e-6: gamma * x / (x.pow(2).mean(-1, keepdim=True) + eps), "square root", "no sqrt"),
     Wrong(lambda x, gamma, eps=1e-6: gamma * x / (x.pow(2).mean(0, keepdim=True) + eps).sqrt(), "last axis", "axis 0"),
     Wrong(lambda x, gamma, eps=1e-6: F.rms_norm(x, x.shape[-1:], gamma, eps), "calls", "calls F.rms_norm"),
+])
+
+# ---- exercise 5: GPT-2's residual-projection init ----------------------------------------------------
+
+
+def scale_reference(blocks):
+    with torch.no_grad():
+        for block in blocks:
+            for linear in (block.attn.out_proj, block.ff[2]):
+                linear.weight.mul_(1 / math.sqrt(2 * len(blocks)))
+
+
+def scale_by_name(blocks):  # by parameter name, dividing
+    n = 2 * len(blocks)
+    with torch.no_grad():
+        for name, p in blocks.named_parameters():
+            if name.endswith(("attn.out_proj.weight", "ff.2.weight")):
+                p /= math.sqrt(n)
+
+
+def scale_new_parameter(blocks):  # replaces the Parameter objects with scaled ones
+    s = (2 * len(blocks)) ** -0.5
+    for block in blocks:
+        block.attn.out_proj.weight = nn.Parameter(block.attn.out_proj.weight.detach() * s)
+        block.ff[-1].weight = nn.Parameter(block.ff[-1].weight.detach() * s)
+
+
+def scale_factor(factor):  # the right weights, another factor
+    def wrong(blocks):
+        with torch.no_grad():
+            for block in blocks:
+                for linear in (block.attn.out_proj, block.ff[2]):
+                    linear.weight.mul_(factor(len(blocks)))
+    return wrong
+
+
+def scale_modules(pick, with_bias=False):  # the factor 1/√(2L), on other modules
+    def wrong(blocks):
+        with torch.no_grad():
+            for block in blocks:
+                for linear in pick(block):
+                    linear.weight.mul_(1 / math.sqrt(2 * len(blocks)))
+                    if with_bias:
+                        linear.bias.mul_(1 / math.sqrt(2 * len(blocks)))
+    return wrong
+
+
+def scale_out_of_place(blocks):  # computes the scaled weights, never stores them
+    return [b.attn.out_proj.weight * (2 * len(blocks)) ** -0.5 for b in blocks]
+
+
+def scale_redraw(blocks):  # nanoGPT's re-draw with std 0.02/√(2L), not a scaling of the given weights
+    with torch.no_grad():
+        for block in blocks:
+            for linear in (block.attn.out_proj, block.ff[2]):
+                nn.init.normal_(linear.weight, std=0.02 / math.sqrt(2 * len(blocks)))
+
+
+def scale_fixed_12(blocks):  # L hard-coded as 12
+    with torch.no_grad():
+        for block in blocks:
+            for linear in (block.attn.out_proj, block.ff[2]):
+                linear.weight.mul_(1 / math.sqrt(24))
+
+
+CAT_5 = Catalogue(check_exercise_5, scale_reference, correct=[scale_by_name, scale_new_parameter], wrong=[
+    Wrong(scale_factor(lambda L: L**-0.5), "two per block", "1/√L"),
+    Wrong(scale_factor(lambda L: 1 / (2 * L)), "square root", "1/(2L)"),
+    Wrong(scale_fixed_12, "expected 1/√(2L)", "L hard-coded"),
+    Wrong(scale_modules(lambda b: (b.attn.q_proj, b.attn.k_proj, b.attn.v_proj, b.attn.out_proj, b.ff[0], b.ff[2])),
+          "not added to the residual stream", "every Linear scaled"),
+    Wrong(scale_modules(lambda b: (b.attn.out_proj, b.ff[0])), "not added to the residual stream", "the FFN's first Linear"),
+    Wrong(scale_modules(lambda b: (b.attn.out_proj,)), "FFN's last Linear", "only the attention"),
+    Wrong(scale_modules(lambda b: (b.attn.out_proj, b.ff[2]), with_bias=True), "biases", "biases scaled too"),
+    Wrong(scale_out_of_place, "in place", "nothing stored"),
+    Wrong(scale_redraw, "re-draw", "re-drawn, not scaled"),
 ])
 
 CATALOGUES = {"exercise 1": CAT_1, "exercise 2": CAT_2, "exercise 3": CAT_3, "exercise 4": CAT_4, "exercise 5": CAT_5}

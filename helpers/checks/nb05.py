@@ -8,6 +8,8 @@ Proven by tests/test_catalogue_nb05.py.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -154,12 +156,6 @@ def check_exercise_2(cls):
     print("exercise 2: correct")
 
 
-def check_exercise_5(cls):
-    """Exercise 5: both norm placements in one encoder layer, against nn.TransformerEncoderLayer(norm_first=...)."""
-    _check_encoder(cls, (True, False), "MyEncoderLayerBoth", lambda c, nf: c(C, H, 32, norm_first=nf))
-    print("exercise 5: correct")
-
-
 def check_exercise_3(cls):
     """Exercise 3: a decoder layer in both norm placements, against nn.TransformerDecoderLayer."""
     hints = {"post-LN, no masks": "check the three sub-layers' order and which of x and memory each attention reads",
@@ -226,3 +222,75 @@ def check_exercise_4(rms_norm):
             "the mean of squares runs over the last axis, under a square root")
         raise AssertionError(f"{case}: off by up to {err:.3g}")
     print("exercise 4: correct")
+
+
+class _Block(nn.Module):
+    """The modules of the notebook's encoder layer (exercise 2, ``Block`` in §5): attn, ff, norm1, norm2."""
+
+    def __init__(self, C: int, H: int, d_ff: int):
+        super().__init__()
+        self.attn = MultiHeadAttention(C, H)
+        self.ff = nn.Sequential(nn.Linear(C, d_ff), nn.ReLU(), nn.Linear(d_ff, C))
+        self.norm1, self.norm2 = nn.LayerNorm(C), nn.LayerNorm(C)
+
+
+_STREAM_WRITERS = ("attn.out_proj.weight", "ff.2.weight")  # the Linear weights whose output is added to the stream
+
+
+def check_exercise_5(scale_residual_init_):
+    """Exercise 5: GPT-2's init, the weights that write into the residual stream scaled by 1/√(2L), in place.
+
+    The task is to change the given blocks, so this check does not pass copies: it builds fresh blocks,
+    keeps their parameters, calls the answer on them and compares every parameter afterwards.
+    """
+    g = torch.Generator().manual_seed(0)
+    for n_layers in (3, 8):
+        case = f"L = {n_layers} blocks"
+        with torch.random.fork_rng():
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=g)))
+            blocks = nn.ModuleList(_Block(C, H, 32) for _ in range(n_layers))
+            with torch.no_grad():
+                for name, p in blocks.named_parameters():
+                    if "norm" in name:  # LayerNorms away from γ = 1, β = 0, so a scaled norm shows
+                        p.add_(0.3 * torch.randn_like(p))
+        before = {name: p.detach().clone() for name, p in blocks.named_parameters()}
+        try:
+            scale_residual_init_(blocks)
+        except NotImplementedError:
+            raise
+        except (RuntimeError, AttributeError, TypeError, IndexError) as err:
+            text = str(err).splitlines()[0]
+            raise AssertionError(f"{case}: scale_residual_init_ raised {type(err).__name__} ({text}); it receives an "
+                                 "nn.ModuleList of blocks with .attn (our MultiHeadAttention) and .ff (an nn.Sequential), "
+                                 "and changes their weights under torch.no_grad()") from err
+        after = dict(blocks.named_parameters())
+        assert set(after) == set(before), f"{case}: the blocks' parameter names changed: {sorted(set(after) ^ set(before))[:3]}"
+        want = 1 / math.sqrt(2 * n_layers)
+        changed = [name for name in before if not torch.equal(after[name].detach(), before[name])]
+        assert changed, (f"{case}: no parameter changed: scale the weights of the given blocks in place (under "
+                         "torch.no_grad(), e.g. with mul_); returning new tensors leaves the blocks as they were")
+        for name in changed:
+            suffix = name.split(".", 1)[1]  # "0.attn.out_proj.weight" -> "attn.out_proj.weight"
+            if suffix.endswith("bias"):
+                raise AssertionError(f"{case}: {name} changed: GPT-2 scales the weights only; biases stay as they are")
+            if suffix not in _STREAM_WRITERS:
+                raise AssertionError(f"{case}: {name} changed: its output is not added to the residual stream directly "
+                                     "(scale only the last Linear of each sub-layer, the one whose output is added to x)")
+        for i in range(n_layers):
+            for suffix in _STREAM_WRITERS:
+                name = f"{i}.{suffix}"
+                new, old = after[name].detach(), before[name]
+                ratio = (new * old).sum().item() / old.pow(2).sum().item()  # least-squares factor new ≈ ratio · old
+                assert name in changed, (f"{case}: {name} is unchanged: " + (
+                    "the attention's output projection also writes into the stream" if "attn" in suffix
+                    else "the FFN's last Linear also writes into the stream"))
+                if not torch.allclose(new, old * ratio, rtol=1e-4, atol=1e-7):
+                    raise AssertionError(f"{case}: {name} is not the old weight times one factor: scale it, "
+                                         "do not re-draw it")
+                if abs(ratio - want) > 1e-4 * want:
+                    known = {1 / math.sqrt(n_layers): "1/√L: N counts the residual connections, two per block (attention and FFN)",
+                             1 / (2 * n_layers): "1/(2L): the factor is a square root, 1/√N",
+                             1 / n_layers: "1/L: N = 2L residual connections, and the factor is 1/√N"}
+                    why = next((w for f, w in known.items() if abs(ratio - f) < 1e-4 * f), "expected 1/√(2L), L = len(blocks)")
+                    raise AssertionError(f"{case}: {name} was scaled by {ratio:.4g}, not {want:.4g}: {why}")
+    print("exercise 5: correct")
