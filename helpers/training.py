@@ -210,20 +210,30 @@ def train_step(model, batch, optimizer, loss_fn: Callable = default_loss_fn,
     return loss.item(), norm.item()
 
 
+def _checked_rate(lr, step: int) -> float:
+    """An ``lr_schedule``'s answer: a finite number >= 0, or a named error instead of a silent NaN step."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr < 0:
+        raise ValueError(f"lr_schedule({step}) must give a finite number >= 0, got {lr!r}")
+    return float(lr)
+
+
 def train(model: nn.Module, get_batch: Callable, config: TrainConfig, *,
           loss_fn: Callable = default_loss_fn, optimizer: torch.optim.Optimizer | None = None,
-          callback: Callable | None = None) -> History:
+          callback: Callable | None = None, lr_schedule: Callable | None = None) -> History:
     """Train ``model`` in place and return its `History`.
 
     ``optimizer`` defaults to `make_optimizer` (AdamW); its learning rate is set from
-    `cosine_lr` at every step. ``callback(step, history, model)``, if given, runs after
-    every evaluation (draw a curve, print a sample, save a checkpoint).
+    `cosine_lr` at every step, or from ``lr_schedule(step)`` if given (another schedule, such as
+    the 2017 paper's warm-up then 1/sqrt(step)). ``callback(step, history, model)``, if given,
+    runs after every evaluation (draw a curve, print a sample, save a checkpoint).
     """
     _check_loop_args(model, get_batch, loss_fn, optimizer)
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+    if lr_schedule is not None and not callable(lr_schedule):
+        raise TypeError(f"lr_schedule must be callable or None (step -> rate), got {type(lr_schedule).__name__}")
     optimizer = optimizer if optimizer is not None else make_optimizer(model, config)
     hist, best_state, bad_evals = History(), None, 0
     bar = tqdm(total=config.max_steps, disable=progress_disabled(config.progress))
@@ -248,7 +258,7 @@ def train(model: nn.Module, get_batch: Callable, config: TrainConfig, *,
                 break
         if step == config.max_steps:
             break
-        lr = cosine_lr(step, config)
+        lr = cosine_lr(step, config) if lr_schedule is None else _checked_rate(lr_schedule(step), step)
         for group in optimizer.param_groups:
             group["lr"] = lr
         loss, norm = train_step(model, get_batch("train"), optimizer, loss_fn, config.grad_clip)

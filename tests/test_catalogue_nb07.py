@@ -22,7 +22,8 @@ from tests.catalogue import Catalogue, Wrong, assert_catalogue
 
 # --- the training loop ---------------------------------------------------------------------------
 def reference_training_loop(model, get_batch, config, loss_fn, evaluate_in_eval_mode=True, back_to_train=True,
-                            clip_after_step=False, zero_grad=True, last_eval=True, val_first=False):
+                            clip_after_step=False, zero_grad=True, last_eval=True, val_first=False, callback=None,
+                            callback_when="after"):
     optimizer, hist = make_optimizer(model, config), History()
     model.train()
     for step in range(config.max_steps + 1):
@@ -34,11 +35,19 @@ def reference_training_loop(model, get_batch, config, loss_fn, evaluate_in_eval_
                           / config.eval_iters for split in order}
             if back_to_train:
                 model.train()
+            if callback is not None and callback_when == "before":
+                callback(step, hist, model)
             hist.eval_steps.append(step)
             hist.train_loss.append(losses["train"])
             hist.val_loss.append(losses["val"])
+            if callback is not None and callback_when == "after":
+                callback(step, hist, model)
+            elif callback is not None and callback_when == "copy":
+                callback(step, copy.deepcopy(hist), copy.deepcopy(model))
         if step == config.max_steps:
             break
+        if callback is not None and callback_when == "every step" and step % config.eval_interval:
+            callback(step, hist, model)
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, config)
         loss = loss_fn(model, get_batch("train"))
@@ -54,7 +63,7 @@ def reference_training_loop(model, get_batch, config, loss_fn, evaluate_in_eval_
     return hist
 
 
-def while_loop(model, get_batch, config, loss_fn):  # a while loop, inference_mode, the rate set after backward
+def while_loop(model, get_batch, config, loss_fn, callback=None):  # while, inference_mode, the rate after backward
     opt = make_optimizer(model, config)
     h = History(eval_steps=[], train_loss=[], val_loss=[], step_loss=[])
     step = 0
@@ -68,6 +77,8 @@ def while_loop(model, get_batch, config, loss_fn):  # a while loop, inference_mo
             h.eval_steps.append(step)
             h.train_loss.append(sum(tr) / len(tr))
             h.val_loss.append(sum(va) / len(va))
+            if callback:
+                callback(step, h, model)
         if step >= config.max_steps:
             return h
         batch = get_batch("train")
@@ -83,7 +94,7 @@ def while_loop(model, get_batch, config, loss_fn):  # a while loop, inference_mo
         step += 1
 
 
-def evaluate_then_step(model, get_batch, config, loss_fn):  # an evaluate() helper, clip_grad_norm_ by hand
+def evaluate_then_step(model, get_batch, config, loss_fn, callback=None):  # evaluate(), clip_grad_norm_ by hand
     def evaluate(split):
         return sum(float(loss_fn(model, get_batch(split))) for _ in range(config.eval_iters)) / config.eval_iters
 
@@ -98,6 +109,7 @@ def evaluate_then_step(model, get_batch, config, loss_fn):  # an evaluate() help
             hist.eval_steps += [step]
             hist.train_loss += [tr]
             hist.val_loss += [va]
+            _ = callback and callback(step, hist, model)
         if step < config.max_steps:
             lr = cosine_lr(step, config)
             for group in opt.param_groups:
@@ -118,10 +130,18 @@ def evaluate_then_step(model, get_batch, config, loss_fn):  # an evaluate() help
 
 
 def loop_wrong(**kw):
-    def loop(model, get_batch, config, loss_fn):
-        return reference_training_loop(model, get_batch, config, loss_fn, **kw)
+    def loop(model, get_batch, config, loss_fn, callback=None):
+        return reference_training_loop(model, get_batch, config, loss_fn, callback=callback, **kw)
     loop.__name__ = "loop_" + "_".join(f"{k}" for k in kw)
     return loop
+
+
+def no_callback_argument(model, get_batch, config, loss_fn):
+    return reference_training_loop(model, get_batch, config, loss_fn)
+
+
+def ignores_callback(model, get_batch, config, loss_fn, callback=None):
+    return reference_training_loop(model, get_batch, config, loss_fn)
 
 
 LOOP = Catalogue(check_training_loop, reference_training_loop, correct=[while_loop, evaluate_then_step], wrong=[
@@ -131,6 +151,11 @@ LOOP = Catalogue(check_training_loop, reference_training_loop, correct=[while_lo
     Wrong(loop_wrong(zero_grad=False), "step 1", "never clears the gradients"),
     Wrong(loop_wrong(last_eval=False), "evaluations at steps", "no evaluation at max_steps"),
     Wrong(loop_wrong(val_first=True), ("train first", "nothing has trained"), "val batches drawn before train"),
+    Wrong(no_callback_argument, "callback=None", "takes no callback (the loop of the checks before issue 36)"),
+    Wrong(ignores_callback, "callback ran at steps []", "takes callback but never calls it"),
+    Wrong(loop_wrong(callback_when="before"), "after recording the evaluation", "calls callback before recording"),
+    Wrong(loop_wrong(callback_when="every step"), "once after each evaluation", "calls callback at every step"),
+    Wrong(loop_wrong(callback_when="copy"), "not the model being trained", "passes copies to callback"),
 ])
 
 

@@ -229,6 +229,24 @@ def test_progress_bar_honours_tqdm_disable(monkeypatch, env, progress, disabled)
     assert progress_disabled(progress) is disabled
 
 
+def test_lr_schedule_replaces_the_cosine():
+    """train(lr_schedule=) sets each step's rate from the given function (notebook 07's Noam schedule)."""
+    cfg = quiet(max_steps=12, lr=0.5, warmup_steps=5, min_lr=0.05, eval_interval=100, eval_iters=1)
+    noam = lambda step: 16 ** -0.5 * min((step + 1) ** -0.5, (step + 1) * 4 ** -1.5)  # noqa: E731
+    opt_rates = []
+    model = Bigram()
+    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
+    hist = train(model, make_get_batch(), cfg, optimizer=optimizer, lr_schedule=noam,
+                 callback=lambda step, h, m: opt_rates.append(optimizer.param_groups[0]["lr"]))
+    assert hist.lr == pytest.approx([noam(s) for s in range(12)]) and max(hist.lr) == pytest.approx((16 * 4) ** -0.5)
+    assert opt_rates[-1] == pytest.approx(noam(11))  # the optimizer really ran at that rate
+    with pytest.raises(TypeError, match="lr_schedule"):
+        train(Bigram(), make_get_batch(), cfg, lr_schedule=0.1)
+    for bad in (float("nan"), -1.0, "0.1"):
+        with pytest.raises(ValueError, match=r"lr_schedule\(0\)"):
+            train(Bigram(), make_get_batch(), cfg, lr_schedule=lambda step, bad=bad: bad)
+
+
 def test_callback_runs_after_every_evaluation():
     calls = []
     cfg = TrainConfig(max_steps=10, lr=0.1, eval_interval=4, eval_iters=1, progress=False)
