@@ -15,6 +15,9 @@ marks (，。、？！；： and line ends), so ``"一曲新词酒一杯，去�
   and how far two such distributions are apart (0 = the same, 1 = no overlap).
 - `matched_lines(text, pattern)`: how many lines, from the first, have the pattern's lengths
   (a graded measure: a model that gets the first four lines right scores 4, not 0).
+- `placed_form_share(model, tok, tune, pattern, prefixes)`: the form share of a model's samples
+  with the prompt ``prefix + tune + "\n"`` for each prefix: ``"\n\n"`` (the blank line, as every
+  ci opens), ``""`` (the tune name at position 0) or an earlier ci (the prompt moved along).
 
 Example:
     >>> line_lengths("一曲新词酒一杯，去年天气旧亭台。\\n夕阳西下几时回。")
@@ -29,6 +32,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import torch
 
 from helpers.data import DOCUMENT_SEPARATOR
 
@@ -196,3 +201,29 @@ def total_variation(p: dict, q: dict) -> float:
             raise ValueError(f"{name} must be a non-empty distribution: probabilities in [0, 1] that sum to 1, "
                              f"got {d!r}"[:200])
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
+
+
+def placed_form_share(model, tok, tune: str, pattern: Sequence[int], prefixes: Sequence[str], n_each: int = 10,
+                      new: int = 110, temperature: float = 0.8, seed: int = 0) -> float:
+    """Form share of ``n_each`` samples per prefix, each prompted with ``prefix + tune + "\\n"``.
+
+    ``model`` has a ``generate(idx, n, temperature=, generator=)`` (a `helpers.models.GPT`) and
+    ``tok`` an ``encode``/``decode`` (a `CharTokenizer`); the samples of prefix k come from
+    ``torch.Generator().manual_seed(seed + k)``. Notebook 08 and the placement measurements of
+    ``tools/pretrain.py``'s record use this one function.
+    """
+    _check_str("tune", tune)
+    _check_pattern(pattern)
+    if isinstance(prefixes, str) or not prefixes or not all(isinstance(p, str) for p in prefixes):
+        raise TypeError("prefixes must be a non-empty list of str (\"\\n\\n\", \"\" or an earlier ci)")
+    for name, value in (("n_each", n_each), ("new", new), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name != "seed" else 0):
+            raise ValueError(f"{name} must be an int >= {1 if name != 'seed' else 0}, got {value!r}")
+    texts = []
+    with torch.no_grad():
+        for k, prefix in enumerate(prefixes):
+            prompt = torch.tensor([tok.encode(prefix + tune + "\n")] * n_each)  # (n_each, P)
+            rows = model.generate(prompt, new, temperature=temperature,
+                                  generator=torch.Generator().manual_seed(seed + k))  # (n_each, P + new)
+            texts += [tok.decode(r[prompt.shape[1]:].tolist()) for r in rows]
+    return form_share(texts, pattern)

@@ -113,3 +113,27 @@ def test_length_distribution_and_total_variation():
         length_distribution("一二三。")
     with pytest.raises(TypeError, match="p and q"):
         total_variation([0.5], {1: 1.0})
+
+
+def test_placed_form_share_prompts_each_prefix_and_counts_the_form():
+    import torch
+
+    from helpers.ci_form import placed_form_share
+    from helpers.tokenizers import CharTokenizer
+
+    tok = CharTokenizer.from_text("\n甲乙丙丁。调某")
+    answer = tok.encode("某\n甲乙丙。\n\n")
+    seen = []
+
+    class Fixed:  # writes the same ci after any prompt, and records the prompts it got
+        def generate(self, idx, n, temperature, generator):
+            seen.append(tok.decode(idx[0].tolist()))
+            return torch.cat([idx, torch.tensor([answer] * len(idx))], dim=1)
+
+    share = placed_form_share(Fixed(), tok, "调", (3,), ["\n\n", "", "甲乙\n\n"], n_each=2, new=len(answer))
+    assert share == 1.0 and seen == ["\n\n调\n", "调\n", "甲乙\n\n调\n"]
+    assert placed_form_share(Fixed(), tok, "调", [4], [""], n_each=1, new=len(answer)) == 0.0
+    with pytest.raises(TypeError, match="prefixes"):
+        placed_form_share(Fixed(), tok, "调", (3,), "\n\n")
+    with pytest.raises(ValueError, match="n_each"):
+        placed_form_share(Fixed(), tok, "调", (3,), [""], n_each=0)

@@ -39,7 +39,7 @@ baselines on the same split, and the form curve: the share of 20 samples per tun
 the tune's line lengths, every 1,000 steps) is in the file's meta and in notebook 08.
 
 The shipped run (10,000 steps of 8x128, best val at step 9,500, restored): val 3.974 nats/char
-on 50 fixed batches of windows from ci starts (5.020 on windows that start anywhere; 4.283 on
+on 50 fixed batches of windows from ci starts (5.020 on windows that start anywhere; 4.330 on
 every validation character, each ci read from its start, notebook 08), interpolated bigram
 5.072, add-one unigram 6.327, ln V 8.716; 1,265 s of CPU time on one thread (1,326 s of wall
 time on a busy 2-core machine); 3.3 MB. Form, 300 samples per tune (seeds 0-2, temperature
@@ -47,7 +47,16 @@ time on a busy 2-core machine); 3.3 MB. Form, 300 samples per tune (seeds 0-2, t
 gave 85 / 69 / 53 / 51 %). With the tune name at position 0 without the blank line, or after
 an earlier ci, 0-0.3 % (300 samples each): the form is tied to absolute positions (notebook 08).
 ``--windows shifted`` (``shifted_starts``) trains on windows that put a ci start at a random
-offset, for a model that keeps its form wherever the prompt sits; not yet run to the end.
+offset, for a model that keeps its form wherever the prompt sits. Run once to the end (defaults,
+2026-11-27, not shipped): best val at step 9,500, 4.024 nats/char on the ci-start batches
+(shipped: 3.974) and 4.287 on windows from anywhere (shipped: 5.020); 1,823 s of CPU time on a
+busier machine (2,298 s wall); sha256 0f9e1edf...f32a4e. Form came late (20 samples per tune:
+浣溪沙 0 % until step 6,000, then 10 / 20 / 25 / 40 % at steps 7,000-10,000; 鹧鸪天 and 西江月
+0-5 %) and, at 100 samples per tune and placement (notebook 08's ``placed_form_share``), held
+across placements: blank line 23 / 26 / 4 / 0 %, tune name at position 0 29 / 22 / 2 / 0 %,
+after an earlier ci 14 / 18 / 2 / 0 %. Below half everywhere, so not installed: the steps that
+taught one placement now cover about a hundred; a longer run or relative positions (not tried)
+is what it would take.
 
 What else was measured (same machine, same form test on 40 samples per tune unless said):
 - windows from anywhere, 7,500 steps (the model shipped before): 2 / 0 / 0 / 0 % on 100 samples;
