@@ -398,12 +398,14 @@ ex3 = Catalogue(
 
 
 def reference_min_p_filter(logits, min_p):
+    top = logits.max(dim=-1, keepdim=True).values  # (B, 1): the most likely token's logit
+    # p_i >= min_p * p_max  <=>  z_i - z_max >= log(min_p): softmax's normaliser cancels
+    return torch.where(logits - top >= math.log(min_p), logits, -torch.inf)
+
+
+def min_p_probabilities(logits, min_p):  # in probability space, as the definition reads
     probs = logits.softmax(-1)  # (B, V)
     return logits.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), float("-inf"))  # (B, V)
-
-
-def min_p_log_space(logits, min_p):  # log p_i >= log min_p + log p_max  <=>  z_i >= z_max + log min_p
-    return torch.where(logits >= logits.amax(-1, keepdim=True) + math.log(min_p), logits, float("-inf"))
 
 
 def min_p_loop(logits, min_p):
@@ -419,7 +421,7 @@ def min_p_loop(logits, min_p):
 ex4 = Catalogue(
     check=nb06.check_exercise_4,
     reference=reference_min_p_filter,
-    correct=[min_p_log_space, min_p_loop],
+    correct=[min_p_probabilities, min_p_loop],
     wrong=[
         Wrong(lambda logits, min_p: logits.masked_fill(logits.softmax(-1) < min_p, float("-inf")),
               "absolute", "absolute threshold"),
@@ -432,7 +434,129 @@ ex4 = Catalogue(
     ],
 )
 
-CATALOGUES = {"gpt forward": forward, "exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3, "exercise 4": ex4, "exercise 5": ex5}
+# ---------------------------------------------------------------- build (§4.4): beam search
+
+
+def reference_beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
+    def lp(n):  # GNMT's length penalty
+        return ((5 + n) / 6) ** alpha
+
+    live, finished = [([bos_id], 0.0)], []  # (tokens, summed log-prob)
+    for _ in range(max_len - 1):
+        logp = next_log_probs(torch.tensor([seq for seq, _ in live]))  # (k, t) -> (k, V)
+        total = torch.tensor([s for _, s in live])[:, None] + logp.double()  # (k, V): each prefix's sum + the next
+        V, top = logp.shape[1], total.flatten().topk(min(beam_size, total.numel()))
+        parents, live = live, []
+        for score, i in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+            seq = parents[i // V][0] + [i % V]
+            (finished if i % V == eos_id else live).append((seq, score))  # a finished one leaves the beam
+        if not live:
+            break
+    best = max(finished or live, key=lambda h: h[1] / lp(len(h[0]) - 1))
+    return best[0], best[1] / lp(len(best[0]) - 1)
+
+
+def beam_keep_k_live(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
+    """Hugging Face's way: rank 2k candidates; an <eos> among the first k is finished; k live ones go on."""
+    seqs, scores, finished = torch.tensor([[bos_id]]), torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_len - 1):
+        total = scores[:, None] + next_log_probs(seqs).double()  # (k, V)
+        V = total.shape[1]
+        vals, idx = total.flatten().topk(min(2 * beam_size, total.numel()))
+        keep_rows, keep_scores = [], []
+        for rank, (v, i) in enumerate(zip(vals.tolist(), idx.tolist(), strict=True)):
+            row = torch.cat([seqs[i // V], torch.tensor([i % V])])
+            if i % V == eos_id:
+                if rank < beam_size:
+                    finished.append((row.tolist(), v / ((5 + len(row) - 1) / 6) ** alpha))
+            elif len(keep_rows) < beam_size:
+                keep_rows.append(row)
+                keep_scores.append(v)
+        seqs, scores = torch.stack(keep_rows), torch.tensor(keep_scores, dtype=torch.float64)
+    if not finished:
+        finished = [(r.tolist(), v / ((5 + len(r) - 1) / 6) ** alpha) for r, v in zip(seqs, scores.tolist(), strict=True)]
+    return max(finished, key=lambda h: h[1])
+
+
+def beam_probabilities(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
+    """Products of probabilities in float64 and heapq, the length penalty applied at the end."""
+    import heapq
+
+    beam, done = [(1.0, (bos_id,))], []
+    for _ in range(max_len - 1):
+        probs = next_log_probs(torch.tensor([list(s) for _, s in beam])).double().exp()  # (k, V)
+        cands = [(p * q, s + (j,)) for (p, s), row in zip(beam, probs.tolist(), strict=True) for j, q in enumerate(row)]
+        best = heapq.nlargest(beam_size, cands)
+        done += [c for c in best if c[1][-1] == eos_id]
+        beam = [c for c in best if c[1][-1] != eos_id]
+        if not beam:
+            break
+    p, s = max(done or beam, key=lambda c: math.log(c[0]) / ((5 + len(c[1]) - 1) / 6) ** alpha)
+    return torch.tensor(s), torch.tensor(math.log(p) / ((5 + len(s) - 1) / 6) ** alpha)
+
+
+def make_beam(penalty="gnmt", count_bos=False, copies=False, extend_finished=False, drop_finished=False,
+              last_finished=False, summed=True, prune=True):
+    """A beam search with one mistake switched on."""
+
+    def lp(n):
+        n = n + 1 if count_bos else n
+        return {"gnmt": ((5 + n) / 6) ** alpha_[0], "plain": n ** alpha_[0], "none": 1.0}[penalty]
+
+    alpha_ = [0.0]
+
+    def beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):
+        alpha_[0] = alpha
+        live = [([bos_id], 0.0)] * (beam_size if copies else 1)
+        finished = []
+        for _ in range(max_len - 1):
+            logp = next_log_probs(torch.tensor([seq for seq, _ in live])).double()
+            V = logp.shape[1]
+            cands = [(seq + [j], (s if summed else 0.0) + logp[r, j].item())
+                     for r, (seq, s) in enumerate(live) for j in range(V)]
+            if extend_finished:
+                cands = [c for c in cands if c[0][-2] != eos_id or c[0][-1] == eos_id]
+            if drop_finished:  # <eos> never taken: only live hypotheses compete
+                cands = [c for c in cands if c[0][-1] != eos_id]
+            cands.sort(key=lambda c: -c[1])
+            top = cands[:beam_size] if prune else cands
+            live = []
+            for seq, s in top:
+                if seq[-1] == eos_id and not extend_finished:
+                    finished.append((seq, s))
+                else:
+                    live.append((seq, s))
+            if not live:
+                break
+        pool = finished or live
+        if extend_finished:
+            pool = [(seq[: seq.index(eos_id) + 1] if eos_id in seq else seq, s) for seq, s in live]
+        best = pool[-1] if last_finished else max(pool, key=lambda h: h[1] / lp(len(h[0]) - 1))
+        return best[0], best[1] / lp(len(best[0]) - 1)
+
+    return beam_search
+
+
+beam = Catalogue(
+    check=nb06.check_beam_search,
+    reference=reference_beam_search,
+    correct=[beam_keep_k_live, beam_probabilities, make_beam()],
+    wrong=[
+        Wrong(make_beam(penalty="none"), "length penalty", "no length penalty"),
+        Wrong(make_beam(penalty="plain"), "GNMT", "the plain |Y| ** alpha"),
+        Wrong(make_beam(count_bos=True), "<bos>", "|Y| counts <bos>"),
+        Wrong(make_beam(summed=False), "summed", "ranked by the last token's log-prob, not summed"),
+        Wrong(make_beam(copies=True), "copies", "beam_size copies of <bos>: not deduplicated"),
+        Wrong(make_beam(extend_finished=True), "<eos>", "finished hypotheses extended"),
+        Wrong(make_beam(drop_finished=True), "finished", "finished hypotheses dropped"),
+        Wrong(make_beam(last_finished=True), "best", "returns the last hypothesis found, not the best"),
+        Wrong(make_beam(prune=False), "beam_size", "no pruning: an exhaustive search"),
+        Wrong(lambda f, b, e, k, n, a: __import__("helpers.beam").beam.beam_search(f, b, e, k, n, a), "calls",
+              "calls helpers.beam.beam_search"),
+    ],
+)
+
+CATALOGUES = {"gpt forward": forward, "beam search": beam, "exercise 1": ex1, "exercise 2": ex2, "exercise 3": ex3, "exercise 4": ex4, "exercise 5": ex5}
 
 
 @pytest.mark.parametrize("name", list(CATALOGUES))

@@ -6,6 +6,7 @@
 - ``check_exercise_3``: the top-p (nucleus) filter.
 - ``check_exercise_4``: the min-p filter.
 - ``check_exercise_5``: generation past block_size with a cache rebuilt when the window slides.
+- ``check_beam_search``: the build of §4.4, beam search with GNMT's length penalty, on hand-made next-token trees.
 
 The cache checks run on the course's trained character GPT (``load_pretrained("char_gpt")``): an
 untrained toy's greedy tokens hide attention errors (a prompt pass without the causal mask, a new
@@ -29,7 +30,7 @@ from helpers.gpt import GPT
 from helpers.models import GPTConfig
 from helpers.pretrained import load_pretrained
 
-__all__ = ["check_gpt_forward", "check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4",
+__all__ = ["check_gpt_forward", "check_beam_search", "check_exercise_1", "check_exercise_2", "check_exercise_3", "check_exercise_4",
            "check_exercise_5", "copy_stats", "count_positions"]
 
 
@@ -434,3 +435,151 @@ def _check_forward(gpt_forward):
         _check_shape(got, want, where)
         if not _close(got, want, tol):
             _explain(gpt_forward, model, idx, got, want, tol, where)
+
+
+# ---------------------------------------------------------------- build (§4.4): beam search
+#
+# The learner's beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha) runs on hand-made
+# "models": a tree of next-token probabilities over a vocabulary of 7 (0 <bos>, 1 <eos>, 2-6 the letters
+# a-e), every unlisted token with a tiny probability, so no log-probability is -inf. Each case states the
+# hypothesis beam search must return and why; the score expected is computed from the tree. The check also
+# watches every call of next_log_probs: at most beam_size prefixes, none twice, none extended past <eos>.
+
+_BOS, _EOS, _V, _EPS = 0, 1, 7, 1e-6
+_NAMES = ["<bos>", "<eos>", "a", "b", "c", "d", "e"]
+# Greedy's trap: a is likelier than b (0.55 vs 0.45), but a's continuations spread (best: a b <eos>, 0.198)
+# while b ends at once (b <eos>, 0.4275).
+_TRAP = {(): {2: 0.55, 3: 0.45}, (2,): {3: 0.36, 4: 0.34, 1: 0.30}, (3,): {1: 0.95, 4: 0.05}}
+# The length penalty: x <eos> (0.40, |Y| = 2) against b c c c <eos> (0.35, |Y| = 5) and b <eos> (0.25).
+_LENGTH = {(): {2: 0.40, 3: 0.60}, (3,): {1: 0.25 / 0.6, 4: 0.35 / 0.6}, (3, 4): {4: 1.0}, (3, 4, 4): {4: 1.0},
+           (3, 4, 4, 4): {1: 1.0}}
+# A search error that beam 2 must make: c <eos> (0.25) is the best sequence, but c is only third at step 1.
+_PRUNED = {(): {2: 0.40, 3: 0.35, 4: 0.25}, (2,): {5: 0.45, 6: 0.35, 1: 0.20}, (3,): {5: 0.42, 6: 0.33, 1: 0.25},
+           (4,): {1: 1.0}}
+# Nothing reaches <eos> within max_len = 4: the best unfinished hypothesis is the answer.
+_ENDLESS = {(): {2: 0.60, 3: 0.40}, (2,): {4: 0.55, 5: 0.45}, (3,): {4: 0.90, 5: 0.10}, None: {4: 0.7, 5: 0.3}}
+_BEAM_CASES = (  # (what it shows, tree, beam_size, max_len, alpha, the hypothesis after <bos>)
+    ("beam_size=1 is greedy decoding", _TRAP, 1, 6, 0.6, [2, 3, 1]),
+    ("greedy's trap: a wider beam finds b <eos>", _TRAP, 2, 6, 0.6, [3, 1]),
+    ("no length penalty (alpha=0): the short hypothesis wins", _LENGTH, 2, 8, 0.0, [2, 1]),
+    ("alpha=0.6: the penalty lets the long hypothesis win", _LENGTH, 2, 8, 0.6, [3, 4, 4, 4, 1]),
+    ("beam 2 cannot see c, third at step 1", _PRUNED, 2, 6, 0.6, [2, 5, 1]),
+    ("nothing ends within max_len=4", _ENDLESS, 2, 4, 0.6, [3, 4, 4]),
+    ("beam 3, alpha=1", _LENGTH, 3, 8, 1.0, [3, 4, 4, 4, 1]),
+)
+
+
+def _tree_probs(tree, prefix):
+    row = tree.get(tuple(prefix), tree.get(None, {1: 1.0}))
+    return [(row.get(j, 0.0) + _EPS) / (1 + _V * _EPS) for j in range(_V)]
+
+
+def _tree_log_prob(tree, seq):
+    """log P(seq after <bos>) under the tree."""
+    return sum(math.log(_tree_probs(tree, seq[:i])[tok]) for i, tok in enumerate(seq))
+
+
+def _gnmt(n, alpha):
+    return ((5 + n) / 6) ** alpha
+
+
+def _spell(tokens):
+    return " ".join(_NAMES[t] if 0 <= t < _V else str(t) for t in tokens)
+
+
+class _TreeModel:
+    """next_log_probs over a tree, which remembers what it was asked."""
+
+    def __init__(self, tree, beam_size, where):
+        self.tree, self.beam_size, self.where, self.calls = tree, beam_size, where, 0
+
+    def __call__(self, prefixes):
+        w = self.where
+        assert isinstance(prefixes, torch.Tensor) and prefixes.dim() == 2 and not prefixes.is_floating_point(), (
+            f"{w}: next_log_probs takes the prefixes as one integer tensor of shape (k, t), got "
+            f"{tuple(prefixes.shape) if isinstance(prefixes, torch.Tensor) else type(prefixes).__name__}")
+        self.calls += 1
+        rows = prefixes.tolist()
+        assert len(rows) <= self.beam_size, (
+            f"{w}: next_log_probs was asked for {len(rows)} prefixes at once with beam_size={self.beam_size}: "
+            "beam search keeps only the beam_size best hypotheses at each step (more is a wider search)")
+        dup = next((r for r in rows if rows.count(r) > 1), None)
+        assert dup is None, (
+            f"{w}: the prefix {_spell(dup)} appears {rows.count(dup)} times in one call: each hypothesis must be "
+            "in the beam once (a beam that starts as beam_size copies of <bos> fills itself with copies)")
+        for r in rows:
+            assert r and r[0] == _BOS, f"{w}: every prefix starts with <bos> (id {_BOS}); got {_spell(r)}"
+            assert _EOS not in r, (
+                f"{w}: the prefix {_spell(r)} was extended after <eos>: a hypothesis that ends with <eos> is "
+                "finished; set it aside, do not extend it")
+        return torch.tensor([_tree_probs(self.tree, r[1:]) for r in rows]).log()  # (k, V)
+
+
+def _beam_case(beam_search, what, tree, beam_size, max_len, alpha, want):
+    where = f"{what} (beam_size={beam_size}, max_len={max_len}, alpha={alpha})"
+    model = _TreeModel(tree, beam_size, where)
+    with refuse_calls(beam_search, (_beam_module(), "beam_search"), label="the beam search build"):
+        out = beam_search(model, _BOS, _EOS, beam_size, max_len, alpha)
+    assert isinstance(out, tuple) and len(out) == 2, (
+        f"{where}: return a pair (tokens, score), got {type(out).__name__}")
+    tokens, score = out
+    tokens = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
+    assert isinstance(tokens, list) and all(isinstance(t, int) for t in tokens), (
+        f"{where}: tokens must be a list of ints (or a 1-D tensor), got {type(tokens).__name__}")
+    score = float(score)
+    assert model.calls <= max_len - 1, (
+        f"{where}: next_log_probs was called {model.calls} times; a hypothesis of max_len={max_len} tokens needs "
+        f"at most {max_len - 1} steps")
+    assert tokens[:1] == [_BOS], f"{where}: the hypothesis starts with <bos>; got {_spell(tokens)}"
+    seq = tokens[1:]
+    assert 1 <= len(seq) <= max_len - 1, f"{where}: got {_spell(tokens)}, of {len(tokens)} tokens (max_len {max_len})"
+    want_total = _tree_log_prob(tree, want)
+    want_score = want_total / _gnmt(len(want), alpha)
+    if seq != want:
+        assert _EOS not in seq[:-1], f"{where}: got {_spell(tokens)}: nothing follows <eos>"
+        got_total = _tree_log_prob(tree, seq)
+        got_score = got_total / _gnmt(len(seq), alpha)
+        msg = (f"{where}: expected <bos> {_spell(want)} (log-prob {want_total:.4f}, score {want_score:.4f}), "
+               f"got {_spell(tokens)} (log-prob {got_total:.4f}, score {got_score:.4f} by the same rule)")
+        if seq[-1] != _EOS and want[-1] == _EOS:
+            msg += (": yours never ended, while a hypothesis that reached <eos> scores better. A finished hypothesis "
+                    "must be kept (set aside) and compared with the others at the end, not dropped")
+        elif alpha > 0 and abs(got_total - want_total) > 1e-9 and got_total > want_total and len(seq) < len(want):
+            msg += (": yours has the larger log-prob but is shorter; that is the best without the length penalty. "
+                    "Compare finished hypotheses by log P / lp(|Y|), lp(|Y|) = ((5 + |Y|) / 6) ** alpha")
+        elif got_score > want_score:
+            msg += (f": yours scores higher than a beam of {beam_size} can find here; beam search keeps only the "
+                    "beam_size best prefixes (by summed log-prob) at each step, so it can miss the best sequence")
+        else:
+            msg += (": yours scores lower. Rank the extensions by the *summed* log-prob of the whole prefix, and "
+                    "return the best finished hypothesis, not the last one found")
+        raise AssertionError(msg)
+    if abs(score - want_score) > 1e-4:
+        n = len(seq)
+        causes = ((want_total, "no length penalty: divide the summed log-prob by lp(|Y|)"),
+                  (want_total / n**alpha if alpha else None,
+                   "the plain |Y| ** alpha; the penalty asked for is GNMT's lp(|Y|) = ((5 + |Y|) / 6) ** alpha"),
+                  (want_total / _gnmt(n + 1, alpha) if alpha else None,
+                   "|Y| counting <bos>: |Y| counts the tokens after <bos>, <eos> included"),
+                  (want_total / _gnmt(n - 1, alpha) if alpha and want[-1] == _EOS else None,
+                   "|Y| without <eos>: |Y| counts the tokens after <bos>, <eos> included"))
+        cause = next((c for v, c in causes if v is not None and abs(score - v) <= 1e-4),
+                     "the score is the summed log-prob of all the hypothesis's tokens divided by lp(|Y|)")
+        raise AssertionError(f"{where}: the right hypothesis {_spell(tokens)}, but score {score:.4f}; expected "
+                             f"{want_score:.4f} = {want_total:.4f} / lp({n}): {cause}")
+
+
+def _beam_module():
+    import helpers.beam  # noqa: PLC0415 (the helper the answer must not call)
+
+    return helpers.beam
+
+
+def check_beam_search(beam_search):
+    """Your beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha) on hand-made next-token trees
+    (vocabulary <bos> <eos> a b c d e): greedy's trap, the length penalty with alpha 0, 0.6 and 1, a search error
+    a beam of 2 must make, and a case in which nothing ends. Each call of next_log_probs must get at most
+    beam_size distinct prefixes, none past <eos>. helpers.beam.beam_search is off while your function runs."""
+    for case in _BEAM_CASES:
+        _beam_case(beam_search, *case)
+    print("beam search: correct")
