@@ -53,10 +53,21 @@ def test_numbered_appendix_heading_counts_as_appendix(tmp_path):
     assert t.appendix_words == 94 and t.words == 2 + 9
 
 
-def test_write_refuses_a_notebook_without_a_time_line(tmp_path):
+def test_write_refuses_a_notebook_without_a_place_for_the_estimate(tmp_path):
     path = _nb(tmp_path, [("markdown", "# T\nno estimate", False)])
     with pytest.raises(ValueError, match=r"\*\*Time:\*\*"):
         lesson_time.write(path)
+
+
+def test_write_adds_an_estimate_before_the_goals_and_replaces_a_whole_paragraph(tmp_path):
+    path = _nb(tmp_path, [("markdown", "# T\n\n**Learning goals**\n1. x", False)])
+    assert lesson_time.write(path)
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    assert first.index("**Time:**") < first.index("**Learning goals**")
+    path = _nb(tmp_path, [("markdown", "# T\n\n**Time.** old,\nstill old.\n\nkept", False)])
+    assert lesson_time.write(path)
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    assert "old" not in first and first.endswith("\n\nkept")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

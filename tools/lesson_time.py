@@ -10,7 +10,7 @@ writes the build instead), and 8 minutes per build (a stub that raises NotImplem
 Exercises (after "## Exercises") add 10 minutes each. The numbers are a reading-speed model,
 not a stopwatch: a teacher should time one learner and scale.
 
-`--write` replaces the line that starts with "**Time:**" in the first cell (markdown only, so the
+`--write` replaces the paragraph that starts with "**Time:**" in the first cell (markdown only, so the
 stored outputs stay fresh: the freshness check fingerprints code cells). tests/test_hygiene.py
 checks that every notebook's stated line is the one this tool computes.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WORDS_PER_MIN, LINES_PER_MIN, MIN_PER_BUILD, MIN_PER_EXERCISE = 150, 10, 8, 10
-TIME_LINE = re.compile(r"^\*\*Time:\*\*.*$", re.M)
+TIME_LINE = re.compile(r"^\*\*(?:Time[:.]\*\*|Length:).*?(?=\n\n|\Z)", re.M | re.S)  # the paragraph, up to a blank line
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ def measure(path: Path) -> LessonTime:
     """Count the main path's prose, visible code and builds, and the exercises."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     part = "main"  # main, appendix, summary, exercises
-    words = lines = builds = exercises = appendix_words = 0
+    words = lines = builds = stubs_in_exercises = appendix_words = 0
+    numbered: set[str] = set()  # "**Exercise N" headings: one exercise may hold two stubs
     for cell in cells:
         src = _source(cell)
         if cell["cell_type"] == "markdown":
@@ -76,6 +77,8 @@ def measure(path: Path) -> LessonTime:
                 elif part == "appendix":
                     part = "main"
             n = len(TIME_LINE.sub("", src).split())  # the estimate itself is not read as prose
+            if part == "exercises":
+                numbered |= set(re.findall(r"\*\*Exercise (\d+)", src))
             if part == "appendix":
                 appendix_words += n
             elif part in ("main", "summary"):
@@ -85,13 +88,13 @@ def measure(path: Path) -> LessonTime:
             continue
         stub = "NotImplementedError" in src
         if part == "exercises":
-            exercises += stub
+            stubs_in_exercises += stub
         elif part in ("main", "summary"):
             builds += stub
             hidden = cell.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
             if not hidden:
                 lines += sum(1 for ln in src.splitlines() if ln.strip())
-    return LessonTime(words, lines, builds, exercises, appendix_words)
+    return LessonTime(words, lines, builds, len(numbered) or stubs_in_exercises, appendix_words)
 
 
 def write(path: Path) -> bool:
@@ -99,9 +102,12 @@ def write(path: Path) -> bool:
     nb = json.loads(path.read_text(encoding="utf-8"))
     first = nb["cells"][0]
     src = _source(first)
-    if not TIME_LINE.search(src):
-        raise ValueError(f"{path}: its first cell has no line starting with '**Time:**'")
-    new = TIME_LINE.sub(lambda _: measure(path).line(), src, count=1)
+    if TIME_LINE.search(src):
+        new = TIME_LINE.sub(lambda _: measure(path).line(), src, count=1)
+    elif "**Learning goals**" in src:  # a notebook without an estimate gets one before its goals
+        new = src.replace("**Learning goals**", measure(path).line() + "\n\n**Learning goals**", 1)
+    else:
+        raise ValueError(f"{path}: its first cell has neither a '**Time:**' paragraph nor '**Learning goals**'")
     if new == src:
         return False
     first["source"] = new.splitlines(keepends=True)
