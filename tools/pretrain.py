@@ -55,8 +55,15 @@ busier machine (2,298 s wall); sha256 0f9e1edf...f32a4e. Form came late (20 samp
 0-5 %) and, at 100 samples per tune and placement (notebook 08's ``placed_form_share``), held
 across placements: blank line 23 / 26 / 4 / 0 %, tune name at position 0 29 / 22 / 2 / 0 %,
 after an earlier ci 14 / 18 / 2 / 0 %. Below half everywhere, so not installed: the steps that
-taught one placement now cover about a hundred; a longer run or relative positions (not tried)
-is what it would take.
+taught one placement now cover about a hundred. Twice as long (``--steps 20000``, 2026-11-27,
+not shipped): best val at step 18,750, 3.932 nats/char on the ci-start batches (better than the
+shipped 3.974); 3,609 s of CPU time; sha256 7ab1e7ca...61ca1a. Form at 100 samples per tune and
+placement (seeds 100-103, 25 each; the lead's script, the same prompts as ``placed_form_share``):
+blank line 46 / 65 / 29 / 4 %, tune name at position 0 48 / 70 / 25 / 3 %, after an earlier ci
+44 / 44 / 18 / 3 %: the form now holds wherever the prompt sits, 浣溪沙 and 菩萨蛮 near half,
+but 鹧鸪天 and 西江月 fall far below the shipped model's blank-line shares (53 and 45 %). Not
+installed yet: installing it re-executes notebooks 02 and 08 and rewrites 08's story; more
+steps still, or relative positions (RoPE, not tried), would likely lift the last two tunes.
 
 What else was measured (same machine, same form test on 40 samples per tune unless said):
 - windows from anywhere, 7,500 steps (the model shipped before): 2 / 0 / 0 / 0 % on 100 samples;
