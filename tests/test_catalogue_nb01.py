@@ -430,10 +430,6 @@ def train_hf_returns_hf_ids(chunks, vocab_size):  # right ties, but the pairs le
     return [_hf_key(p) for p in reference_train_bpe_hf(chunks, vocab_size)]
 
 
-def train_hf_calls_helper(chunks, vocab_size):
-    return BPETokenizer.train("".join(chunks), vocab_size).merges
-
-
 EXERCISE_3 = Catalogue(
     nb01.check_exercise_3, reference_train_bpe_hf, correct=[train_hf_relabelled, train_hf_sorted_stand_ins],
     wrong=[Wrong(reference_train_bpe, ("tie", "stand-in"), "this notebook's own rule: ties by byte value"),
@@ -441,7 +437,7 @@ EXERCISE_3 = Catalogue(
            Wrong(train_hf_larger, "tie", "the larger pair in HF's ids"),
            Wrong(train_hf_code_points, ("merged id", "after every byte"), "stand-ins ranked by code point"),
            Wrong(train_hf_returns_hf_ids, "HF's ids", "pairs returned in HF's ids"),
-           Wrong(train_hf_calls_helper, "write it yourself", "calls BPETokenizer.train")])
+           Wrong(train_calls_helper, "write it yourself", "calls BPETokenizer.train")])
 
 CATALOGUES = {"merge_pair": MERGE_PAIR, "train_bpe": TRAIN_BPE, "encode_bpe": ENCODE_BPE,
               "decode_bpe": DECODE_BPE, "exercise_1": EXERCISE_1, "exercise_2": EXERCISE_2, "exercise_3": EXERCISE_3}
