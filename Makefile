@@ -5,6 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg --nbval-cell-timeout=900
+# The checks that run on one thread (unit tests, the 1-thread portable variants, seed shifts) run
+# JOBS at a time: pytest-xdist workers, each notebook whole on one worker (--dist loadscope, as
+# nbval asks). 2 fills a 2-core machine; JOBS=1 runs one at a time.
+JOBS  ?= 2
+XDIST := -n $(JOBS) --dist loadscope
+ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 .PHONY: install lab test lint unit nbval freshness notebooks figures test-browser bench clean \
 	test-portable portable-default portable-avx2 seed-shift student grade test-teachers
@@ -35,7 +41,7 @@ lint: install
 	$(BIN)/ruff check helpers tests tests_browser tools bench notebooks conftest.py
 
 unit: install
-	$(BIN)/python -m pytest tests -q
+	$(ONE_THREAD) $(BIN)/python -m pytest tests -q $(XDIST)
 
 nbval: install
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
@@ -44,17 +50,16 @@ nbval: install
 # thread count and MKL's other code path (MKL_CBWR=COMPATIBLE changes a matmul's last bits), as
 # on a learner's laptop or a teacher's CI runner. The stored outputs
 # must not change (policy: README, "Stored outputs that reproduce on any machine").
-# NB=notebooks/05_encoder_decoder.ipynb checks one notebook; make -j2 runs both variants at once.
+# NB=notebooks/05_encoder_decoder.ipynb checks one notebook. Each variant runs JOBS notebooks at a
+# time on one thread each; the native run (make nbval) keeps torch's own thread count.
 NB ?= notebooks
 test-portable: portable-default portable-avx2
 
 portable-default: install
-	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
+	ATEN_CPU_CAPABILITY=default $(ONE_THREAD) $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q $(XDIST)
 
 portable-avx2: install
-	ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 \
-		$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q
+	ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE $(ONE_THREAD) $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB) -q $(XDIST)
 
 # Any-seed check: every notebook re-run with every seed shifted by 1 and by 2 (SHIFTS=3 for
 # another), asserts and errors only. Another machine is, for a training run, another seed.
@@ -62,10 +67,10 @@ SHIFTS ?= 1 2
 # The unit tests too, except those marked one_draw (a committed picture of one fixed draw), unless NB
 # names one notebook.
 seed-shift: install
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python tools/seed_shift.py $(foreach k,$(SHIFTS),--shift $(k)) $(NB)
+	$(ONE_THREAD) $(BIN)/python tools/seed_shift.py --jobs $(JOBS) $(foreach k,$(SHIFTS),--shift $(k)) $(NB)
 	@# NB=one notebook checks that notebook alone; the unit tests run when every notebook does
 	if [ "$(NB)" = notebooks ]; then for k in $(SHIFTS); do echo "unit tests, every seed shifted by $$k:"; \
-		SEED_SHIFT=$$k PYTHONPATH=tools/seed_shift_site OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -m "not one_draw" || exit 1; done; fi
+		SEED_SHIFT=$$k PYTHONPATH=tools/seed_shift_site $(ONE_THREAD) $(BIN)/python -m pytest tests -q -m "not one_draw" $(XDIST) || exit 1; done; fi
 
 freshness: install
 	$(BIN)/python tools/check_notebooks.py notebooks

@@ -71,3 +71,20 @@ def test_cli_refuses_shift_zero_and_non_notebooks(tmp_path):
         seed_shift.main(["--shift", "0", str(tmp_path)])
     with pytest.raises(SystemExit):
         seed_shift.main([str(tmp_path / "missing.ipynb")])
+    with pytest.raises(SystemExit):
+        seed_shift.main(["--jobs", "0", str(tmp_path)])
+
+
+def test_two_jobs_run_every_notebook_under_every_shift(tmp_path, capsys):
+    # Each kernel must see its own shift: notebook a leaves a file named after the shift it was given.
+    a = "import os\nopen(f\"seen_{os.environ['SEED_SHIFT']}\", 'w').close()"
+    for name, source in {"a": a, "b": "assert False, 'seed-bound'"}.items():
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source)]
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    assert seed_shift.main(["--jobs", "2", "--shift", "1", "--shift", "2", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    for k in (1, 2):
+        assert f"shift {k}: a.ipynb: ok" in out and f"shift {k}: b.ipynb: 1 cell(s) failed" in out
+    assert "2 failing cell(s)" in out
+    assert sorted(p.name for p in tmp_path.glob("seen_*")) == ["seen_1", "seen_2"]

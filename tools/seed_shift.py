@@ -2,6 +2,7 @@
 
     python tools/seed_shift.py notebooks                 # shifts 1 and 2, every notebook
     python tools/seed_shift.py --shift 3 notebooks/07_training.ipynb
+    python tools/seed_shift.py --jobs 2 notebooks        # two notebooks at a time (one thread each)
 
 For anything trained, sampled or randomly initialised, another machine (another instruction
 set, BLAS or thread count) is in effect another seed. This check runs each notebook top to
@@ -15,10 +16,12 @@ Exit status 0 when every cell of every notebook passed for every shift.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", type=Path, help="notebooks, or folders of notebooks")
     parser.add_argument("--shift", type=int, action="append", help="seed shift (repeatable; default 1 and 2)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks run at a time (default 1)")
     args = parser.parse_args(argv)
     shifts = args.shift or [1, 2]
     if any(k == 0 for k in shifts):
@@ -95,11 +99,17 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"not a notebook or a folder of notebooks: {p}")
     if not notebooks:  # nothing run must not read as "every cell passed"
         parser.error(f"no notebooks found in {', '.join(map(str, args.paths))}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    # Bigger notebooks first, so that a long one does not start last and leave a worker idle.
+    tasks = [(path, k) for path in sorted(notebooks, key=lambda p: -p.stat().st_size) for k in shifts]
     bad, total = 0, time.perf_counter()
-    for k in shifts:
-        # Kernels are started one at a time (the environment is process-wide); each runs on one thread.
-        for path in notebooks:
-            found, seconds = failures(path, k, args.timeout)
+    # Each job is its own process: the kernel inherits the environment that failures() sets, which
+    # is process-wide, so two kernels must never be started from one process at the same time.
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = {pool.submit(failures, path, k, args.timeout): (path, k) for path, k in tasks}
+        for run in as_completed(runs):
+            (path, k), (found, seconds) = runs[run], run.result()
             verdict = "ok" if not found else f"{len(found)} cell(s) failed"
             print(f"shift {k}: {path.name}: {verdict} ({seconds:.0f} s)", flush=True)
             for line in found:
