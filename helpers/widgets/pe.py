@@ -30,7 +30,7 @@ import time
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib import patheffects
+from matplotlib import patheffects, transforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -131,33 +131,36 @@ class PEExplorer(Explorer):
         FigureCanvasAgg(self.figure)
         # Fixed margins, and labels/titles as figure text at fixed places: otherwise matplotlib
         # measures every tick label on each draw to place them, most of the redraw time.
-        self.figure.subplots_adjust(left=0.06, right=0.99, bottom=0.16, top=0.87, wspace=0.32)
+        self.figure.subplots_adjust(left=0.065, right=0.985, bottom=0.19, top=0.86, wspace=0.34)
         self._axes = ax_map, ax_curve, ax_dot = self.figure.subplots(1, 3)
         self._im = ax_map.imshow(
             np.zeros((2, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
         )
         colorbar = self._colorbar = self.figure.colorbar(self._im, ax=ax_map, fraction=0.06, pad=0.02, ticks=[-1, 0, 1])
-        colorbar.ax.tick_params(labelsize=8)
+        colorbar.ax.tick_params(labelsize=10)
         self._titles = []
         for ax, xlabel in zip(
             self._axes, ("dimension", "position", "offset k = n - m"), strict=True
         ):
             middle = (ax.get_position().x0 + ax.get_position().x1) / 2
-            self.figure.text(middle, 0.02, xlabel, ha="center", fontsize=9)
-            self._titles.append(self.figure.text(middle, 0.92, "", ha="center", fontsize=9))
-            ax.tick_params(labelsize=8)
+            self.figure.text(middle, 0.02, xlabel, ha="center", fontsize=11)
+            self._titles.append(self.figure.text(middle, 0.915, "", ha="center", fontsize=11))
+            ax.tick_params(labelsize=10)
             ax.locator_params(nbins=4)  # each tick label costs render time
-        self.figure.text(0.008, 0.5, "position", rotation=90, va="center", fontsize=9)
+        self.figure.text(0.005, 0.5, "position", rotation=90, va="center", fontsize=11)
         # Black markers with a white edge: gold vanished against the red-white-blue table, and a
         # thin dashed black line among the fast red/blue stripes of the low dimensions.
-        edge = [patheffects.withStroke(linewidth=3.5, foreground="white")]
-        self._row = ax_map.axhline(0, color="black", lw=1.5, path_effects=edge)
-        self._col = ax_map.axvline(0, color="black", lw=1.5, path_effects=edge)
+        edge = [patheffects.withStroke(linewidth=4.5, foreground="white")]
+        self._row = ax_map.axhline(0, color="black", lw=2, path_effects=edge)
+        self._col = ax_map.axvline(0, color="black", lw=2, path_effects=edge)
+        # Among dense stripes even an edged line can hide: a caret above the table points at it too.
+        above = transforms.blended_transform_factory(ax_map.transData, ax_map.transAxes)
+        self._caret = ax_map.plot([0], [1.0], "v", ms=8, color="black", transform=above, clip_on=False)[0]
         self._lines = [
-            ax_curve.plot([], [], lw=1.2, label=label)[0] for label in ("sin (even dim)", "cos (odd dim)")
+            ax_curve.plot([], [], lw=1.2, label=label)[0] for label in ("sin (even)", "cos (odd)")
         ]
         ax_curve.set_ylim(-1.1, 1.45)  # room for the legend above the curves
-        ax_curve.legend(loc="upper right", fontsize=8, ncol=2, frameon=False)
+        ax_curve.legend(loc="upper right", fontsize=10, ncol=2, frameon=False, handlelength=1.2, columnspacing=0.8)
         self._closed = ax_dot.plot([], [], color="0.6", lw=1)[0]  # the closed form, every offset
         self._dots = ax_dot.plot([], [], "o", ms=2.5, color="C3")[0]  # the dot products, for this m
 
@@ -217,20 +220,21 @@ class PEExplorer(Explorer):
         self._im.set_extent((-0.5, C - 0.5, T - 0.5, -0.5))
         self._row.set_ydata([m, m])
         self._col.set_xdata([dim, dim])
-        self._titles[0].set_text(f"PE table {T} x {C}, base {base:.5g}")
+        self._caret.set_xdata([dim])
+        self._titles[0].set_text(f"PE table {T}×{C}, base {base:.5g}")
         pos = np.arange(T)
         wavelength = 2 * math.pi * base ** (pair[0] / C)
         for line, d in zip(self._lines, pair, strict=True):
             line.set_data(pos, self.curves[d])
         ax_curve.set_xlim(0, T - 1)
         self._titles[1].set_text(
-            f"dims {pair[0]} (sin), {pair[1]} (cos): wavelength {wavelength:.4g}"
+            f"dims {pair[0]}, {pair[1]}: wavelength {wavelength:.4g}"
         )
         self._closed.set_data(k, closed)
         self._dots.set_data(self.offsets, self.dots)
         ax_dot.set_xlim(-(T - 1) - 0.5, T - 0.5)
         ax_dot.set_ylim(min(closed.min(), 0) - 0.05 * C, 0.6 * C)
-        self._titles[2].set_text(f"dots: PE({m})·PE(n), line: Σcos(kθ)")
+        self._titles[2].set_text(f"PE({m})·PE(n); line: Σcos(kθ)")
 
     def __repr__(self) -> str:
         c = self.controls
