@@ -434,7 +434,7 @@ ex4 = Catalogue(
     ],
 )
 
-# ---------------------------------------------------------------- build (§4.4): beam search
+# ---------------------------------------------------------------- build (§3.3): beam search
 
 
 def reference_beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha):

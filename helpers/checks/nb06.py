@@ -6,7 +6,7 @@
 - ``check_exercise_3``: the top-p (nucleus) filter.
 - ``check_exercise_4``: the min-p filter.
 - ``check_exercise_5``: generation past block_size with a cache rebuilt when the window slides.
-- ``check_beam_search``: the build of §4.4, beam search with GNMT's length penalty, on hand-made next-token trees.
+- ``check_beam_search``: the build of §3.3, beam search with GNMT's length penalty, on hand-made next-token trees.
 
 The cache checks run on the course's trained character GPT (``load_pretrained("char_gpt")``): an
 untrained toy's greedy tokens hide attention errors (a prompt pass without the causal mask, a new
@@ -437,7 +437,7 @@ def _check_forward(gpt_forward):
             _explain(gpt_forward, model, idx, got, want, tol, where)
 
 
-# ---------------------------------------------------------------- build (§4.4): beam search
+# ---------------------------------------------------------------- build (§3.3): beam search
 #
 # The learner's beam_search(next_log_probs, bos_id, eos_id, beam_size, max_len, alpha) runs on hand-made
 # "models": a tree of next-token probabilities over a vocabulary of 7 (0 <bos>, 1 <eos>, 2-6 the letters
