@@ -158,8 +158,8 @@ def test_the_song_ci_model_is_shipped_small_and_loads_with_the_corpus_tokenizer(
     assert tok.chars == CharTokenizer.from_text(load_corpus("songci")).chars
     assert model.config.tie_weights and model.head.weight is model.tok_emb.weight
     assert meta["split"] == {"val_fraction": 0.1, "by": "document"}
-    assert meta["train_cpu_seconds"] < 25 * 60  # the budget: about 20 minutes of one CPU thread
-    assert meta["windows"] == "from ci starts"
+    assert meta["train_cpu_seconds"] < 2 * 3600  # the budget: at most two hours of one CPU thread
+    assert meta["windows"] == "a ci start at a random offset (shifted_starts)"
 
 
 def test_the_song_ci_model_beats_the_bigram_on_held_out_ci():
@@ -181,22 +181,23 @@ def test_the_song_ci_model_beats_the_bigram_on_held_out_ci():
     assert loss < bigram.nll(val[: int(starts[-1]) + T + 1]) - 0.3
 
 
-def test_the_song_ci_model_writes_the_form_of_the_most_regular_tunes():
-    """Notebook 08's form test, on fewer samples: prompted with a tune name, the model writes the
-    tune's line lengths in a large share of samples (a bigram: none). The margin holds for any
-    seed: over 100 samples the shipped model scored 85 % and 69 %, and 20 draws at 69 % fall
-    below 5 (0.25) with a probability of about 1 in 100,000."""
-    from helpers.ci_form import form_share, tune_patterns, tune_prompt
-    from helpers.data import split_documents
+def test_the_song_ci_model_writes_the_form_of_the_most_regular_tunes_wherever_the_prompt_sits():
+    """Notebook 08's form test, on fewer samples: prompted with a tune name, with the blank line of a
+    ci start in front or without it, the model writes the tune's line lengths in a large share of
+    samples (a bigram: none; the model trained on windows from ci starts only: 0 % without the
+    blank line). The margin holds for any seed: over 100 samples per placement the shipped model
+    scored 46-48 % (浣溪沙) and 65-70 % (菩萨蛮), and 40 draws at 46 % fall below 8 (0.2) with a
+    probability of about 1 in 1,000."""
+    from helpers.ci_form import placed_form_share, tune_patterns
+    from helpers.data import DOCUMENT_SEPARATOR, split_documents
 
     torch.set_num_threads(1)
     model, tok = load_pretrained("char_gpt_zh")
     patterns = tune_patterns(split_documents(load_corpus("songci"), 0.1)[0], ["浣溪沙", "菩萨蛮"])
     for tune, p in patterns.items():
-        prompt = torch.tensor([tok.encode(tune_prompt(tune))] * 20)           # (20, 6)
-        out = model.generate(prompt, 110, temperature=0.8, generator=torch.Generator().manual_seed(0))
-        share = form_share([tok.decode(r[6:].tolist()) for r in out], p.pattern)
-        assert share >= 0.25, f"{tune}: {share:.0%} of 20 samples follow {p.pattern}"
+        for prefix in (DOCUMENT_SEPARATOR, ""):
+            share = placed_form_share(model, tok, tune, p.pattern, [prefix], n_each=40)
+            assert share >= 0.2, f"{tune} after {prefix!r}: {share:.0%} of 40 samples follow {p.pattern}"
 
 
 def test_pretrain_script_smoke_run_song_ci(tmp_path):

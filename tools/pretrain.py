@@ -32,41 +32,46 @@ each tenth of the corpus validates (the corpus's own last 10 % is easier than th
 ``--model char_gpt_zh``: ``load_corpus("songci")`` split by whole ci with
 ``split_documents(text, 0.1)`` (the last 10 % of ci validate: no validation window repeats
 training text); the vocabulary is every character of the corpus (V = 6,099), so validation
-text always encodes. Every window, for training and for the validation estimates, starts where
-a ci starts (``document_starts``; ``--windows any`` draws them anywhere, for comparison). Its
-defaults are ``ZH_DEFAULTS`` below; its record (val loss, CPU seconds, the bigram and unigram
+text always encodes. Training windows are ``--windows shifted`` (``shifted_starts``): each puts
+a ci start at a random offset, 2 in 9 opening with the blank line before a ci, 1 in 9 with its
+tune name, the rest after 1 to 96 characters of the previous ci; the validation estimates
+always use windows that start where a ci starts (``document_starts``), so val losses compare
+across recipes (``--windows ci`` trains on those too, ``--windows any`` draws windows anywhere).
+Its defaults are ``ZH_DEFAULTS`` below; its record (val loss, CPU seconds, the bigram and unigram
 baselines on the same split, and the form curve: the share of 20 samples per tune that follow
 the tune's line lengths, every 1,000 steps) is in the file's meta and in notebook 08.
 
-The shipped run (10,000 steps of 8x128, best val at step 9,500, restored): val 3.974 nats/char
-on 50 fixed batches of windows from ci starts (5.020 on windows that start anywhere; 4.330 on
-every validation character, each ci read from its start, notebook 08), interpolated bigram
-5.072, add-one unigram 6.327, ln V 8.716; 1,265 s of CPU time on one thread (1,326 s of wall
-time on a busy 2-core machine); 3.3 MB. Form, 300 samples per tune (seeds 0-2, temperature
-0.8): 浣溪沙 71 %, 菩萨蛮 59 %, 鹧鸪天 53 %, 西江月 45 % (an earlier 100-sample count, seeds 0-4,
-gave 85 / 69 / 53 / 51 %). With the tune name at position 0 without the blank line, or after
-an earlier ci, 0-0.3 % (300 samples each): the form is tied to absolute positions (notebook 08).
-``--windows shifted`` (``shifted_starts``) trains on windows that put a ci start at a random
-offset, for a model that keeps its form wherever the prompt sits. Run once to the end (defaults,
-2026-11-27, not shipped): best val at step 9,500, 4.024 nats/char on the ci-start batches
-(shipped: 3.974) and 4.287 on windows from anywhere (shipped: 5.020); 1,823 s of CPU time on a
-busier machine (2,298 s wall); sha256 0f9e1edf...f32a4e. Form came late (20 samples per tune:
-浣溪沙 0 % until step 6,000, then 10 / 20 / 25 / 40 % at steps 7,000-10,000; 鹧鸪天 and 西江月
-0-5 %) and, at 100 samples per tune and placement (notebook 08's ``placed_form_share``), held
-across placements: blank line 23 / 26 / 4 / 0 %, tune name at position 0 29 / 22 / 2 / 0 %,
-after an earlier ci 14 / 18 / 2 / 0 %. Below half everywhere, so not installed: the steps that
-taught one placement now cover about a hundred. Twice as long (``--steps 20000``, 2026-11-27,
-not shipped): best val at step 18,750, 3.932 nats/char on the ci-start batches (better than the
-shipped 3.974); 3,609 s of CPU time; sha256 7ab1e7ca...61ca1a. Form at 100 samples per tune and
-placement (seeds 100-103, 25 each; the lead's script, the same prompts as ``placed_form_share``):
-blank line 46 / 65 / 29 / 4 %, tune name at position 0 48 / 70 / 25 / 3 %, after an earlier ci
-44 / 44 / 18 / 3 %: the form now holds wherever the prompt sits, 浣溪沙 and 菩萨蛮 near half,
-but 鹧鸪天 and 西江月 fall far below the shipped model's blank-line shares (53 and 45 %). Not
-installed yet: installing it re-executes notebooks 02 and 08 and rewrites 08's story; more
-steps still, or relative positions (RoPE, not tried), would likely lift the last two tunes.
+The shipped run (``--windows shifted``, 20,000 steps of 8x128, 2026-11-27; best val at step
+18,750, restored): val 3.931 nats/char on 50 fixed batches of windows from ci starts (4.193 on
+windows that start anywhere), interpolated bigram 5.072, add-one unigram 6.327, ln V 8.716;
+3,609 s of CPU time on one thread (3,795 s of wall time on a busy 2-core machine); 3.3 MB;
+sha256 7ab1e7ca...61ca1a. Form at 100 samples per tune and placement (seeds 100-103, 25 each,
+temperature 0.8, the same prompts as notebook 08's ``placed_form_share``): blank line
+46 / 65 / 29 / 4 % (浣溪沙 / 菩萨蛮 / 鹧鸪天 / 西江月), tune name at position 0 without the blank
+line 48 / 70 / 25 / 3 %, after an earlier ci 44 / 44 / 18 / 3 %: the form holds wherever the
+prompt sits, 浣溪沙 and 菩萨蛮 near half or above, but 鹧鸪天 and 西江月 fall well below what the
+ci-start recipe reached at its one placement. Form came late (20 samples per tune: 浣溪沙 at
+most 10 % until step 10,000, then 10-60 %, 50 % at step 20,000). More steps, or relative positions
+(RoPE, not tried), would likely lift the last two tunes.
+
+The same recipe for 10,000 steps (2026-11-27, not shipped): best val at step 9,500, 4.024
+nats/char on the ci-start batches and 4.287 on windows from anywhere; 1,823 s of CPU time
+(2,298 s wall); sha256 0f9e1edf...f32a4e. Form at 100 samples per tune and placement: blank
+line 23 / 26 / 4 / 0 %, tune name at position 0 29 / 22 / 2 / 0 %, after an earlier ci
+14 / 18 / 2 / 0 %.
+
+The ci-start recipe (``--windows ci``: every training window starts where a ci starts; shipped
+until 2026-11-27, sha256 81ce75e1...458517), 10,000 steps of 8x128, best val at step 9,500:
+val 3.974 nats/char on the ci-start batches (5.020 on windows that start anywhere; 4.330 on
+every validation character, each ci read from its start, notebook 08); 1,265 s of CPU time on
+one thread (1,326 s of wall time). Form, 300 samples per tune (seeds 0-2, temperature 0.8), the
+tune name after the blank line at position 0, the placement every training window had:
+浣溪沙 71 %, 菩萨蛮 59 %, 鹧鸪天 53 %, 西江月 45 % (an earlier 100-sample count, seeds 0-4, gave
+85 / 69 / 53 / 51 %). With the tune name at position 0 without the blank line, or after an
+earlier ci, 0-0.3 % (300 samples each): it learned the form at fixed absolute positions.
 
 What else was measured (same machine, same form test on 40 samples per tune unless said):
-- windows from anywhere, 7,500 steps (the model shipped before): 2 / 0 / 0 / 0 % on 100 samples;
+- windows from anywhere, 7,500 steps (the first model shipped): 2 / 0 / 0 / 0 % on 100 samples;
 - half the windows from ci starts, half anywhere, 7,500 steps: 20 / 28 / 0 / 0 %;
 - all windows from ci starts, 7,500 steps: 62 / 53 / 35 / 35 %;
 - width 192 (6 heads, 2.98 M parameters, 6.1 MB) for 5,500 steps, about the same CPU time
@@ -102,7 +107,8 @@ DEFAULT_DIR = ROOT / "artifacts" / "pretrained"  # ignored by git
 VAL_FRACTION, CHUNKS = 0.1, 10
 # The Song ci model: a longer block, so a whole ci (up to about 80 characters for the
 # tunes of notebook 08) and its tune name fit in the context.
-ZH_DEFAULTS = {"steps": 10000, "batch": 8, "block": 128, "d_model": 128, "layers": 4, "heads": 4, "lr": 2e-3}
+ZH_DEFAULTS = {"steps": 20000, "batch": 8, "block": 128, "d_model": 128, "layers": 4, "heads": 4, "lr": 2e-3,
+               "windows": "shifted"}
 
 
 def final_loss(model, data: dict, block: int, batch: int, iters: int, starts: dict | None = None) -> dict[str, float]:
@@ -161,8 +167,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--windows", choices=("ci", "any", "shifted"), default="ci",
-                    help="char_gpt_zh: training windows start where a ci starts (default), anywhere, or "
-                         "'shifted': a ci start placed at a random offset in the window (see shifted_starts)")
+                    help="char_gpt_zh: training windows start where a ci starts, anywhere, or 'shifted' (its "
+                         "default): a ci start placed at a random offset in the window (see shifted_starts)")
     ap.add_argument("--out", default=None, help="the file to write (default: artifacts/pretrained/<model>.pt)")
     ap.add_argument("--overwrite-shipped", action="store_true",
                     help="write the shipped, hash-pinned pretrained/<model>.pt (then record the printed "
@@ -245,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
         tok = CharTokenizer.from_text(text)
         train_text, val_text = split_documents(text, VAL_FRACTION)
         train_ids, val_ids = torch.tensor(tok.encode(train_text)), torch.tensor(tok.encode(val_text))
-        # Every window starts where a ci starts, as a prompt does: the tune name always sits at
-        # positions 2.., which is what lets a small model learn each tune's line lengths.
+        # Windows from ci starts put the tune name at positions 2..; 'shifted' moves the ci start
+        # around the window, so the form is not learned at one place only (notebook 08).
         starts = ({"train": document_starts(train_text, args.block), "val": document_starts(val_text, args.block)}
                   if args.windows != "any" else {})
         if args.windows == "shifted":  # validation keeps ci-start windows, so val losses compare across runs
