@@ -51,8 +51,16 @@ temperature 0.8, the same prompts as notebook 08's ``placed_form_share``): blank
 line 48 / 70 / 25 / 3 %, after an earlier ci 44 / 44 / 18 / 3 %: the form holds wherever the
 prompt sits, 浣溪沙 and 菩萨蛮 near half or above, but 鹧鸪天 and 西江月 fall well below what the
 ci-start recipe reached at its one placement. Form came late (20 samples per tune: 浣溪沙 at
-most 10 % until step 10,000, then 10-60 %, 50 % at step 20,000). More steps, or relative positions
-(RoPE, not tried), would likely lift the last two tunes.
+most 10 % until step 10,000, then 10-60 %, 50 % at step 20,000). At 300 samples per tune and
+placement (seeds 100-103 and 200-203): 46 / 69 / 27 / 4 %, 45 / 74 / 22 / 2 %, 50 / 45 / 19 / 3 %.
+
+The same recipe for 30,000 steps (2026-11-27, not shipped): best val at step 27,000, 3.909
+nats/char on the ci-start batches (better than the shipped 3.931); 5,525 s of CPU time (5,808 s
+wall); sha256 6a2627cc...0a5cf9. Form at 300 samples per tune and placement (seeds 100-103, 75
+each): blank line 68 / 56 / 41 / 8 %, tune name at position 0 52 / 47 / 33 / 3 %, after an
+earlier ci 44 / 30 / 29 / 2 %: 浣溪沙, 鹧鸪天 and 西江月 rose, 菩萨蛮 fell at every placement, so
+more steps of this recipe are no straight road to half of every tune everywhere; relative
+positions (RoPE, not tried) are the other road.
 
 The same recipe for 10,000 steps (2026-11-27, not shipped): best val at step 9,500, 4.024
 nats/char on the ci-start batches and 4.287 on windows from anywhere; 1,823 s of CPU time
