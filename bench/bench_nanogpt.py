@@ -8,11 +8,17 @@ batch 12, dropout 0. nanoGPT gets our weights (so the logits match), the same ba
 is trained the way its train.py does it on a CPU: ``configure_optimizers`` (AdamW, fused only
 on CUDA), clipping at 1.0. Ours uses ``helpers.training.make_optimizer`` (fused AdamW on CPU)
 and ``train_step``. A third variant, ours with nanoGPT's optimizer settings, separates the
-model from the optimizer. Timing rounds alternate between the variants; medians reported.
+model from the optimizer.
+
+Timing: rounds of ``--steps`` steps alternate between the variants, their order reversed every
+other round, so a machine whose speed drifts slows all alike. Each round is timed twice: wall
+clock, and the CPU time of this process (``time.process_time``: the time it actually ran, so on
+a shared machine it leaves out the time it waited for a core). Reported: the median over rounds,
+and the ratio ours / nanoGPT of each round's pair with its median, lowest and highest.
 
 MFU: model FLOPs per token 6N + 12·L·T·C (nanoGPT's ``estimate_mfu`` formula; N without the
 position embeddings) against the float32 matmul peak measured in this run at the same
-thread count (a square ``torch.mm``, the best of a few tries).
+thread count (a square ``torch.mm``, the best of a few tries, on the same clock).
 """
 
 from __future__ import annotations
@@ -71,17 +77,24 @@ def nanogpt_step(model, batch, optimizer) -> float:
     return loss.item()
 
 
-def matmul_peak(threads: int, n: int = 1024, tries: int = 5) -> float:
-    """Best float32 FLOP/s of an n x n matmul at this thread count."""
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+
+
+def matmul_peak(threads: int, clock, n: int = 1024, tries: int = 5) -> float:
+    """Best float32 FLOP/s of an n x n matmul at this thread count, timed on ``clock``."""
     torch.set_num_threads(threads)
     a, b = torch.randn(n, n), torch.randn(n, n)
     best = 0.0
     for _ in range(tries):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(4):
             torch.mm(a, b)
-        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - start))
+        best = max(best, 4 * 2 * n**3 / (clock() - start))
     return best
+
+
+def spread(xs) -> str:
+    return f"median {statistics.median(xs):.3f} (lowest {min(xs):.3f}, highest {max(xs):.3f}, {len(xs)} rounds)"
 
 
 def main() -> None:
@@ -128,31 +141,35 @@ def main() -> None:
     }
     n_params = sum(p.numel() for p in ours.parameters()) - ours.pos_emb.embedding.weight.numel()
     flops_per_token = 6 * n_params + 12 * cfg.n_layers * BLOCK * cfg.d_model
+    tokens = len(batches) * BATCH * BLOCK
     for threads in args.threads:
         torch.set_num_threads(threads)
         models = {k: (copy.deepcopy(m), step) for k, (m, _, step) in variants.items()}
         opts = {k: variants[k][1](m) for k, (m, _) in models.items()}
-        rates = {k: [] for k in models}
+        rates = {c: {k: [] for k in models} for c in CLOCKS}
         for k, (m, step) in models.items():  # warm-up round: first calls allocate
             for b in batches[:3]:
                 step(m, b, opts[k])
-        for _ in range(args.rounds):
-            for k, (m, step) in models.items():
-                start = time.perf_counter()
+        for r in range(args.rounds):
+            for k in (list(models) if r % 2 == 0 else list(models)[::-1]):
+                m, step = models[k]
+                wall, cpu = time.perf_counter(), time.process_time()
                 for b in batches:
                     step(m, b, opts[k])
-                rates[k].append(len(batches) * BATCH * BLOCK / (time.perf_counter() - start))
-        peak = matmul_peak(threads)
-        med = {k: statistics.median(v) for k, v in rates.items()}
-        best = {k: max(v) for k, v in rates.items()}  # the least disturbed round: steadier on a shared machine
-        print(f"\n{threads} thread(s): matmul peak {peak / 1e9:.1f} GFLOP/s; load average {os.getloadavg()[0]:.2f}")
-        for k, r in med.items():
-            print(f"  {k:20s} {r:8.0f} tokens/s  MFU {100 * r * flops_per_token / peak:5.1f} %   "
-                  f"rounds: {', '.join(f'{v:.0f}' for v in rates[k])}")
-        for name, stat in (("median", med), ("best round", best)):
-            print(f"  {name}: ratio ours / nanoGPT = {stat['ours'] / stat['nanoGPT']:.3f}; with the same "
-                  f"(unfused) optimizer = {stat['ours, unfused AdamW'] / stat['nanoGPT']:.3f}")
-
+                rates["cpu"][k].append(tokens / (time.process_time() - cpu))
+                rates["wall"][k].append(tokens / (time.perf_counter() - wall))
+        print(f"\n{threads} thread(s); load average {os.getloadavg()[0]:.2f}")
+        for c, clock in CLOCKS.items():
+            peak = matmul_peak(threads, clock)
+            print(f"  {c} time: matmul peak {peak / 1e9:.1f} GFLOP/s")
+            for k, v in rates[c].items():
+                med = statistics.median(v)
+                print(f"    {k:20s} {med:8.0f} tokens/s  MFU {100 * med * flops_per_token / peak:5.1f} %   "
+                      f"rounds: {', '.join(f'{x:.0f}' for x in v)}")
+            for k in models:
+                if k != "nanoGPT":
+                    ratios = [a / b for a, b in zip(rates[c][k], rates[c]["nanoGPT"], strict=True)]
+                    print(f"    {k} / nanoGPT, round by round: {spread(ratios)}")
 
 if __name__ == "__main__":
     main()

@@ -152,7 +152,9 @@ class MultiHeadAttention(nn.Module):
         """
         check_bool("return_weights", return_weights)
         check_bool("is_causal", is_causal)  # a truthy string such as "no" would turn the mask on
-        for name, t in (("query", query), ("key", key), ("value", value)):
+        # self-attention passes one tensor three times: check it once (this runs at every layer, every step)
+        named = (("query", query),) if query is key is value else (("query", query), ("key", key), ("value", value))
+        for name, t in named:
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model or t.shape[1] < 1:
                 raise ValueError(f"{name} must have shape (B, T>=1, d_model={self.d_model}), got {tuple(t.shape)}")

@@ -35,8 +35,11 @@ def check_token_ids(ids, vocab_size: int, name: str = "ids") -> torch.Tensor:
     tensors raise TypeError naming ``name``.
     """
     check_tensor(name, ids, floating=False)
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+    if ids.numel():
+        lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass, not min() then max()
+        if lo >= 0 and hi < vocab_size:
+            return ids.long()
+        bad = lo if lo < 0 else hi
         raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}) of size {vocab_size}")
     return ids.long()
 

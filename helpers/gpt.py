@@ -36,7 +36,13 @@ from helpers.embeddings import check_token_ids
 from helpers.generation import KVCache, cached_attention, check_sampling, sample_next
 from helpers.layers import EncoderLayer
 from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from helpers.validate import Revalidated, check_int, check_probability, check_tensor
+from helpers.validate import (
+    Revalidated,
+    check_ids_dtype,
+    check_int,
+    check_probability,
+    check_tensor,
+)
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (F.cross_entropy's default)
 
@@ -136,10 +142,14 @@ class GPT(nn.Module):
             check_tensor("targets", targets, ndim=2, floating=False)
             if targets.shape != idx.shape:
                 raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
-            counted = targets[targets != IGNORE_INDEX]
-            if counted.numel() == 0:  # the mean over no targets is 0/0 = NaN
+            check_ids_dtype("targets", targets)
+            ignored = targets == IGNORE_INDEX
+            if bool(ignored.all()):  # the mean over no targets is 0/0 = NaN
                 raise ValueError(f"targets must hold at least one token that is not {IGNORE_INDEX} (ignored)")
-            check_token_ids(counted, self.config.vocab_size, name="targets")
+            # ignored entries read as 0, so one aminmax checks the rest without a boolean index
+            lo, hi = (int(v) for v in torch.aminmax(targets.masked_fill(ignored, 0)))
+            if lo < 0 or hi >= self.config.vocab_size:
+                check_token_ids(targets[~ignored], self.config.vocab_size, name="targets")  # names the bad id
             targets = targets.long()  # F.cross_entropy needs int64 targets
         x, _ = self._trunk(idx, return_weights=False)
         logits = self.head(x)  # (B, T, C) -> (B, T, V)

@@ -74,12 +74,11 @@ def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm) -> None:
             ours.copy_(theirs)
 
 
-def check_input(name: str, x, module: nn.Module, d_model: int) -> torch.Tensor:
-    """``x`` must be a float tensor (B, T>=1, d_model) of the module's dtype: named errors, not torch's."""
+def check_input(name: str, x, dtype: torch.dtype, d_model: int) -> torch.Tensor:
+    """``x`` must be a float tensor (B, T>=1, d_model) of the layer's ``dtype``: named errors, not torch's."""
     check_tensor(name, x, ndim=3, floating=True)
     if x.shape[-1] != d_model or x.shape[1] < 1:
         raise ValueError(f"{name} must have shape (B, T>=1, d_model={d_model}), got {tuple(x.shape)}")
-    dtype = next(module.parameters()).dtype
     if x.dtype != dtype:
         raise TypeError(f"{name} must have the layer's dtype {dtype}, got {x.dtype}")
     return x
@@ -150,7 +149,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x, mask=None, is_causal: bool = False, return_weights: bool = False):
         """x (B, T, C) -> (B, T, C); with ``return_weights`` also the attention weights (B, H, T, T)."""
-        check_input("x", x, self, self.self_attn.d_model)  # pre-LN: norm1 would fail first, unnamed
+        check_input("x", x, self.norm1.weight.dtype, self.self_attn.d_model)  # pre-LN: norm1 would fail first, unnamed
         if self.norm_first:
             a, w = self._sa(self.norm1(x), mask, is_causal, return_weights)
             x = x + a
@@ -222,8 +221,8 @@ class DecoderLayer(nn.Module):
         see the module doc); ``is_causal`` adds the causal mask to the self-attention. With ``return_weights`` returns
         ``(x, self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
         """
-        check_input("x", x, self, self.self_attn.d_model)
-        check_input("memory", memory, self, self.self_attn.d_model)
+        check_input("x", x, self.norm1.weight.dtype, self.self_attn.d_model)
+        check_input("memory", memory, self.norm1.weight.dtype, self.self_attn.d_model)
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.n_heads
         if self_mask is not None:  # named here: inside, both masks are just the attention's "mask"
             check_mask(self_mask, torch.Size((B, H, T, T)), "self_mask")
