@@ -94,7 +94,9 @@ def matmul_peak(threads: int, clock, n: int = 1024, tries: int = 5) -> float:
 
 
 def spread(xs) -> str:
-    return f"median {statistics.median(xs):.3f} (lowest {min(xs):.3f}, highest {max(xs):.3f}, {len(xs)} rounds)"
+    q1, _, q3 = statistics.quantiles(xs, n=4) if len(xs) > 1 else (xs[0], None, xs[0])
+    return (f"median {statistics.median(xs):.3f} (middle half {q1:.3f}-{q3:.3f}, lowest {min(xs):.3f}, "
+            f"highest {max(xs):.3f}, {len(xs)} rounds)")
 
 
 def main() -> None:
@@ -102,8 +104,10 @@ def main() -> None:
     ap.add_argument("--nanogpt", type=Path, default=os.environ.get("NANOGPT_DIR"),
                     help="folder holding nanoGPT's model.py (or set NANOGPT_DIR)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--steps", type=int, default=30, help="training steps per timing round")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=1,
+                    help="training steps per timing round (1: the variants alternate step by step, which a "
+                         "shared machine disturbs least)")
+    ap.add_argument("--rounds", type=int, default=400)
     args = ap.parse_args()
     if args.nanogpt is None or not (Path(args.nanogpt) / "model.py").is_file():
         raise SystemExit("pass --nanogpt PATH (a checkout of https://github.com/karpathy/nanoGPT holding model.py)")
@@ -115,7 +119,8 @@ def main() -> None:
     tok = CharTokenizer.from_text(text)
     train_data, _ = train_val_split(torch.tensor(tok.encode(text)), 0.1, chunks=10)
     g = torch.Generator().manual_seed(0)
-    batches = [get_batch(train_data, BLOCK, BATCH, generator=g) for _ in range(args.steps)]
+    pool = [get_batch(train_data, BLOCK, BATCH, generator=g) for _ in range(max(args.steps, 32))]
+    batches = pool[: args.steps]
     cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=BLOCK, d_model=128, n_heads=4, n_layers=4, dropout=0.0)
     ours = GPT(cfg)
     theirs = nano.GPT(nano.GPTConfig(block_size=BLOCK, vocab_size=tok.vocab_size, n_layer=4, n_head=4, n_embd=128,
@@ -141,16 +146,18 @@ def main() -> None:
     }
     n_params = sum(p.numel() for p in ours.parameters()) - ours.pos_emb.embedding.weight.numel()
     flops_per_token = 6 * n_params + 12 * cfg.n_layers * BLOCK * cfg.d_model
-    tokens = len(batches) * BATCH * BLOCK
+    tokens = args.steps * BATCH * BLOCK
     for threads in args.threads:
         torch.set_num_threads(threads)
         models = {k: (copy.deepcopy(m), step) for k, (m, _, step) in variants.items()}
         opts = {k: variants[k][1](m) for k, (m, _) in models.items()}
         rates = {c: {k: [] for k in models} for c in CLOCKS}
         for k, (m, step) in models.items():  # warm-up round: first calls allocate
-            for b in batches[:3]:
+            for b in pool[:3]:
                 step(m, b, opts[k])
         for r in range(args.rounds):
+            start = r * args.steps % len(pool)  # every variant gets the same batches in a round
+            batches = (pool + pool)[start : start + args.steps]
             for k in (list(models) if r % 2 == 0 else list(models)[::-1]):
                 m, step = models[k]
                 wall, cpu = time.perf_counter(), time.process_time()
@@ -164,8 +171,8 @@ def main() -> None:
             print(f"  {c} time: matmul peak {peak / 1e9:.1f} GFLOP/s")
             for k, v in rates[c].items():
                 med = statistics.median(v)
-                print(f"    {k:20s} {med:8.0f} tokens/s  MFU {100 * med * flops_per_token / peak:5.1f} %   "
-                      f"rounds: {', '.join(f'{x:.0f}' for x in v)}")
+                each = f"   rounds: {', '.join(f'{x:.0f}' for x in v)}" if len(v) <= 20 else ""
+                print(f"    {k:20s} {med:8.0f} tokens/s  MFU {100 * med * flops_per_token / peak:5.1f} %{each}")
             for k in models:
                 if k != "nanoGPT":
                     ratios = [a / b for a, b in zip(rates[c][k], rates[c]["nanoGPT"], strict=True)]
