@@ -228,13 +228,18 @@ def reference_form_survival(samples, pattern):
     return [sum(x >= k for x in m) / len(m) for k in range(1, len(pattern) + 1)]
 
 
-def counter_survival(samples, pattern):  # a histogram, summed from the top
-    hist = Counter(matched_lines(s, pattern) for s in samples)
-    out, left = [], len(samples)
-    for k in range(1, len(pattern) + 1):
-        left -= hist.get(k - 1, 0)
-        out.append(left / len(samples))
-    return out
+def counter_survival(samples, pattern):  # the notebook's reference: where each sample breaks, survivors left
+    broke_at = Counter(matched_lines(s, pattern) for s in samples)   # lines right before the first miss
+    left, survival = len(samples), []
+    for line in range(len(pattern)):
+        left -= broke_at[line]                   # the samples whose first miss is this line leave
+        survival.append(left / len(samples))
+    return survival
+
+
+def histogram_exactly_k(samples, pattern):  # the notebook's wrong answer: exactly k lines right, not at least k
+    broke_at = Counter(matched_lines(s, pattern) for s in samples)
+    return [broke_at[k] / len(samples) for k in range(1, len(pattern) + 1)]
 
 
 def tensor_survival(samples, pattern):  # a comparison matrix, mean over samples
@@ -265,6 +270,7 @@ def one_extra(samples, pattern):  # k up to len(pattern) + 1
 
 SURVIVAL = Catalogue(check_exercise_2, reference_form_survival, correct=[counter_survival, tensor_survival], wrong=[
     Wrong(exactly_k, "at least k", "exactly k lines instead of at least k"),
+    Wrong(histogram_exactly_k, "at least k", "exactly k, read off the histogram"),
     Wrong(from_zero, "k starts at 1", "k from 0"),
     Wrong(counts_not_shares, "shares", "counts, not shares"),
     Wrong(one_extra, "one per line", "one number too many"),
