@@ -135,8 +135,13 @@ def main() -> None:
         return m.configure_optimizers(WD, LR, BETAS, "cpu")
 
     def plain_opt(m):  # ours with nanoGPT's optimizer settings: same groups, not fused on CPU
-        return torch.optim.AdamW(make_optimizer(m, TrainConfig(lr=LR, betas=BETAS, weight_decay=WD)).param_groups,
-                                 lr=LR, betas=BETAS)
+        # Only the params and the decay of each group: a group dict carries every option of the
+        # optimizer it came from, fused=True included, which would win over the new defaults.
+        groups = [{"params": g["params"], "weight_decay": g["weight_decay"]}
+                  for g in make_optimizer(m, TrainConfig(lr=LR, betas=BETAS, weight_decay=WD)).param_groups]
+        opt = torch.optim.AdamW(groups, lr=LR, betas=BETAS)
+        assert not any(g["fused"] for g in opt.param_groups)
+        return opt
 
     variants = {
         "ours": (copy.deepcopy(ours), lambda m: make_optimizer(m, TrainConfig(lr=LR, betas=BETAS, weight_decay=WD)),
