@@ -143,8 +143,9 @@ class GPT(nn.Module):
         tables = self._rope.get((w.device, w.dtype))
         if tables is None:  # once per device and dtype, in float64 then rounded (a float64 model gets float64 angles)
             c = self.config
-            cos, sin = rope_tables(c.block_size, c.d_model // c.n_heads, ROPE_BASE, dtype=torch.float64)
-            tables = self._rope[(w.device, w.dtype)] = (cos.to(w.device, w.dtype), sin.to(w.device, w.dtype))
+            with torch.inference_mode(False):  # made under inference_mode they could not be used in training later
+                cos, sin = rope_tables(c.block_size, c.d_model // c.n_heads, ROPE_BASE, dtype=torch.float64)
+                tables = self._rope[(w.device, w.dtype)] = (cos.to(w.device, w.dtype), sin.to(w.device, w.dtype))
         cos, sin = tables
         return cos[start : start + t], sin[start : start + t]  # (block_size, hs/2) -> (t, hs/2) x 2
 
