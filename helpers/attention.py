@@ -18,6 +18,7 @@ Shapes: B batch, H heads, T_q / T_k query / key lengths, C = d_model, hs = C // 
     causal_mask(T)                         -> (T, T)
     padding_mask(ids (B, T), pad_id)       -> (B, 1, 1, T)
     MultiHeadAttention(C, H)(q, k, v)      (B, T_q, C), (B, T_k, C), (B, T_k, C) -> (B, T_q, C)
+                                           (``rope=(cos, sin)``, each (T, hs/2): rotary positions)
 
 Example:
     >>> causal_mask(3)
@@ -35,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.positional import apply_rope
 from helpers.validate import check_bool, check_int, check_probability, check_tensor
 
 
@@ -54,6 +56,19 @@ def check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Tens
             f"{tuple(scores_shape)} (..., T_q, T_k); was it cut to the sequence length?"
         )
     return mask
+
+
+def check_rope(rope, T: int, head_dim: int, dtype: torch.dtype, name: str = "rope") -> tuple[torch.Tensor, torch.Tensor]:
+    """``rope`` must be ``(cos, sin)``, two tensors of ``dtype`` and shape (T, head_dim / 2) (`positional.rope_tables`)."""
+    if not (isinstance(rope, tuple) and len(rope) == 2 and all(isinstance(t, torch.Tensor) for t in rope)):
+        raise TypeError(f"{name} must be a tuple (cos, sin) of two tensors, got {type(rope).__name__}")
+    if head_dim % 2:
+        raise ValueError(f"{name} rotates pairs of dimensions: the head size must be even, got {head_dim}")
+    for part, t in zip(("cos", "sin"), rope, strict=True):
+        if t.dtype != dtype or tuple(t.shape) != (T, head_dim // 2):
+            raise ValueError(f"{name}'s {part} must be a {dtype} tensor of shape (T={T}, head_dim/2={head_dim // 2}) "
+                             f"(one row per position, the queries' dtype), got {t.dtype} {tuple(t.shape)}")
+    return rope
 
 
 def _check_qkv(q, k, v) -> None:
@@ -143,12 +158,16 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, hs)
 
-    def forward(self, query, key, value, mask=None, return_weights: bool = False, is_causal: bool = False):
+    def forward(self, query, key, value, mask=None, return_weights: bool = False, is_causal: bool = False,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None):
         """Attend from ``query`` (B, T_q, C) to ``key``/``value`` (B, T_k, C).
 
         mask: bool, broadcastable to (B, H, T_q, T_k), True = may attend. A query row with no
             allowed key gives a zero attention output (so ``out_proj.bias``), never NaN.
         is_causal: add the causal mask (query t sees keys 0..t).
+        rope: ``(cos, sin)`` of the positions, each (T, hs/2) (`helpers.positional.rope_tables`):
+            every head's queries and keys are rotated by them (`apply_rope`) before the scores;
+            self-attention only (T_q == T_k = T). None (default): no rotation, no cost.
         """
         check_bool("return_weights", return_weights)
         check_bool("is_causal", is_causal)  # a truthy string such as "no" would turn the mask on
@@ -172,6 +191,11 @@ class MultiHeadAttention(nn.Module):
             mask = check_mask(mask, torch.Size((B, self.n_heads, T_q, T_k)))
         if is_causal and T_q != T_k:
             raise ValueError(f"is_causal needs T_q == T_k, got {T_q} and {T_k}")
+        if rope is not None:
+            if T_q != T_k:
+                raise ValueError(f"rope rotates queries and keys at the same positions: it needs T_q == T_k, "
+                                 f"got {T_q} and {T_k}")
+            check_rope(rope, T_q, self.head_dim, query.dtype)
         if is_causal and (mask is not None or return_weights):
             causal = causal_mask(T_q, device=query.device)
             mask = causal if mask is None else mask & causal
@@ -179,6 +203,8 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, hs)
         k = self._split(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, hs)
         v = self._split(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, hs)
+        if rope is not None:  # rotary positions: q·k then depends on the distance of the two positions only
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B, H, T, hs) each
         p = self.dropout if self.training else 0.0
         if return_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)

@@ -12,7 +12,7 @@ every non-maximal logit to -inf (greedy) instead of overflowing to inf - inf = N
 
 Shapes: B batch, H heads, t new positions, P cached positions, S source length, hs head size, V vocab.
     KVCache(L, B, H, T_max, hs).append(i, k, v)   (B, H, t, hs) x 2 -> (B, H, P + t, hs) x 2
-    cached_attention(attn, x, cache, i)            (B, t, C) -> (B, t, C)
+    cached_attention(attn, x, cache, i)            (B, t, C) -> (B, t, C)   (rope=(cos, sin), each (t, hs/2))
     filter_logits(logits, temperature, top_k, top_p) (..., V) -> (..., V), -inf where removed
     sample_next(logits, ...)                       (B, V) -> (B, 1)
 
@@ -28,7 +28,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from helpers.attention import MultiHeadAttention
+from helpers.attention import MultiHeadAttention, check_rope
+from helpers.positional import apply_rope
 from helpers.validate import check_int
 
 
@@ -111,14 +112,21 @@ def attend(q, k, v, mask=None, is_causal: bool = False) -> torch.Tensor:
 
 
 def cached_attention(attn: MultiHeadAttention, x: torch.Tensor, cache: KVCache, layer: int,
-                     key_mask: torch.Tensor | None = None) -> torch.Tensor:
+                     key_mask: torch.Tensor | None = None,
+                     rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Causal self-attention of the t new positions x (B, t, C) to the cached ones and to themselves.
 
     ``key_mask`` (B, P + t) bool, True = may attend, hides keys (pad tokens) on top of causality.
+    ``rope`` (cos, sin), each (t, hs/2): the rotary angles of the new positions P .. P + t - 1; their
+    queries and keys are rotated, and the keys stored rotated (a cached key keeps its position).
     """
     B, t, C = x.shape
     q = split_heads(attn.q_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
-    k, v = cache.append(layer, split_heads(attn.k_proj(x), attn.n_heads), split_heads(attn.v_proj(x), attn.n_heads))
+    k = split_heads(attn.k_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
+    if rope is not None:
+        check_rope(rope, t, attn.head_dim, x.dtype)
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B, H, t, hs) each
+    k, v = cache.append(layer, k, split_heads(attn.v_proj(x), attn.n_heads))  # (B, H, P + t, hs) x 2
     P = k.shape[2] - t  # positions cached before this call
     if key_mask is not None and (not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool
                                  or tuple(key_mask.shape) != (B, P + t)):

@@ -1,9 +1,16 @@
 """A decoder-only language model (GPT-2 style): no encoder, no cross-attention, causal mask only.
 
-Token embedding + position embedding -> L pre-LN blocks (causal self-attention, GELU
+Token embedding (+ position embedding) -> L pre-LN blocks (causal self-attention, GELU
 feed-forward) -> final LayerNorm -> linear head to V logits. A GPT block is exactly an
 `EncoderLayer(norm_first=True)` run with ``is_causal=True``, so the fused attention
 kernel is used unless weights are asked for.
+
+Positions: ``positional="learned"`` (GPT-2, the default) adds a trained vector per position,
+``"sinusoidal"`` the paper's fixed table. ``"rope"`` adds nothing and has no position table:
+every block rotates each head's queries and keys by their positions (rotary position
+embeddings, adjacent pairs, base `ROPE_BASE`: `helpers.positional.apply_rope`, as
+`helpers.llama`), so a score depends on how far apart two characters are, not where they sit.
+The rotation is applied on every path: forward, ``attention_weights`` and the KV cache.
 
 Initialisation (GPT-2): every Linear/Embedding weight ~ N(0, 0.02), biases 0, and the
 two projections that write into the residual stream (attention ``out_proj`` and the
@@ -35,7 +42,7 @@ from torch import nn
 from helpers.embeddings import check_token_ids
 from helpers.generation import KVCache, cached_attention, check_sampling, sample_next
 from helpers.layers import EncoderLayer
-from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from helpers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, rope_tables
 from helpers.validate import (
     Revalidated,
     check_ids_dtype,
@@ -45,6 +52,8 @@ from helpers.validate import (
 )
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (F.cross_entropy's default)
+ROPE_BASE = 10000.0  # positional="rope": θ_i = ROPE_BASE**(-2i / hs), RoFormer's and Llama 2's base
+POSITIONALS = ("learned", "sinusoidal", "rope")
 
 
 @dataclass
@@ -56,7 +65,7 @@ class GPTConfig(Revalidated):  # an edit after construction is validated again (
     n_layers: int = 4  # L: number of blocks
     d_ff: int | None = None  # hidden width of the feed-forward; None means 4·d_model
     dropout: float = 0.0  # 0 for small data and for exact reproducibility
-    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (the paper)
+    positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (the paper) or "rope" (rotary, on q and k)
     tie_weights: bool = True  # head.weight is the token embedding matrix
     bias: bool = True  # biases in Linear layers (GPT-2 has them)
     activation: str = "gelu"  # feed-forward: "gelu" (exact erf) or "gelu_tanh" (GPT-2's approximation)
@@ -70,10 +79,13 @@ class GPTConfig(Revalidated):  # an edit after construction is validated again (
             self.d_ff = 4 * self.d_model
         check_int("d_ff", self.d_ff, minimum=1)
         check_probability("dropout", self.dropout)
-        if self.positional not in ("learned", "sinusoidal"):
-            raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
+        if self.positional not in POSITIONALS:
+            raise ValueError(f"positional must be one of {', '.join(map(repr, POSITIONALS))}, got {self.positional!r}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"positional='sinusoidal' needs an even d_model, got {self.d_model}")
+        if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"positional='rope' rotates pairs of dimensions: the head size d_model / n_heads must "
+                             f"be even, got {self.d_model} / {self.n_heads} = {self.d_model // self.n_heads}")
         if self.activation not in ("gelu", "gelu_tanh"):
             raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
         for name in ("tie_weights", "bias"):
@@ -90,8 +102,11 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         if c.positional == "learned":
             self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
-        else:
+        elif c.positional == "sinusoidal":
             self.pos_emb = SinusoidalPositionalEncoding(c.d_model, max_len=c.block_size)
+        else:  # "rope": no table added to x; the blocks rotate q and k (see _rope_at)
+            self.pos_emb = None
+        self._rope = {}  # (device, dtype) -> (cos, sin), each (block_size, hs/2); not state: recomputed
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation, bias=c.bias)
@@ -120,15 +135,32 @@ class GPT(nn.Module):
             raise ValueError(f"sequence length T={T} must be in [1, block_size={self.config.block_size}]")
         return check_token_ids(idx, self.config.vocab_size, name="idx")
 
+    def _rope_at(self, start: int, t: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The rotary angles of positions start .. start + t - 1: (cos, sin), each (t, hs/2); None unless rope."""
+        if self.pos_emb is not None:
+            return None
+        w = self.tok_emb.weight
+        tables = self._rope.get((w.device, w.dtype))
+        if tables is None:  # once per device and dtype, in float64 then rounded (a float64 model gets float64 angles)
+            c = self.config
+            with torch.inference_mode(False):  # made under inference_mode they could not be used in training later
+                cos, sin = rope_tables(c.block_size, c.d_model // c.n_heads, ROPE_BASE, dtype=torch.float64)
+                tables = self._rope[(w.device, w.dtype)] = (cos.to(w.device, w.dtype), sin.to(w.device, w.dtype))
+        cos, sin = tables
+        return cos[start : start + t], sin[start : start + t]  # (block_size, hs/2) -> (t, hs/2) x 2
+
     def _trunk(self, idx, return_weights: bool):
-        x = self.drop(self.pos_emb(self.tok_emb(idx)))  # (B, T) -> (B, T, C)
+        if self.pos_emb is None:  # rope: positions enter at every block, through q and k
+            x, rope = self.drop(self.tok_emb(idx)), self._rope_at(0, idx.shape[1])  # (B, T) -> (B, T, C)
+        else:
+            x, rope = self.drop(self.pos_emb(self.tok_emb(idx))), None  # (B, T) -> (B, T, C)
         weights = []
         for block in self.blocks:
             if return_weights:
-                x, w = block(x, is_causal=True, return_weights=True)
+                x, w = block(x, is_causal=True, return_weights=True, rope=rope)
                 weights.append(w)
             else:
-                x = block(x, is_causal=True)  # the fused kernel applies the causal mask
+                x = block(x, is_causal=True, rope=rope)  # the fused kernel applies the causal mask
         return self.ln_f(x), weights
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
@@ -165,9 +197,13 @@ class GPT(nn.Module):
         return torch.stack(weights)  # L x (B, H, T, T) -> (L, B, H, T, T)
 
     def _embed(self, idx, start: int = 0) -> torch.Tensor:
-        """Token + position embeddings of ids at positions start, start + 1, ...: (B, t) -> (B, t, C)."""
+        """Token + position embeddings of ids at positions start, start + 1, ...: (B, t) -> (B, t, C).
+
+        With rope, token embeddings only: the positions are rotated into q and k (`_rope_at`)."""
         x = self.tok_emb(idx)  # (B, t) -> (B, t, C)
         t = idx.shape[1]
+        if self.pos_emb is None:
+            return self.drop(x)
         if isinstance(self.pos_emb, LearnedPositionalEmbedding):
             pos = self.pos_emb.embedding(torch.arange(start, start + t, device=idx.device))  # (t, C)
         else:
@@ -183,7 +219,8 @@ class GPT(nn.Module):
         """Run only the new tokens idx (B, t) after the ``cache.length`` cached ones: -> last logits (B, V).
 
         Their keys and values are added to the cache. Equals ``self(whole)[0][:, -1]`` up to rounding
-        in eval mode (it is for generation: attention dropout is not applied here).
+        in eval mode (it is for generation: attention dropout is not applied here). With rope the new
+        tokens sit at positions cache.length, cache.length + 1, ...; their keys are cached rotated.
         """
         check_token_ids(check_tensor("idx", idx, ndim=2, floating=False), self.config.vocab_size, name="idx")
         if not isinstance(cache, KVCache):
@@ -195,8 +232,9 @@ class GPT(nn.Module):
         if not 1 <= cache.length + idx.shape[1] <= cache.max_len:
             raise ValueError(f"cache.length={cache.length} + T={idx.shape[1]} must be in [1, {cache.max_len}]")
         x = self._embed(idx, start=cache.length)  # (B, t) -> (B, t, C)
+        rope = self._rope_at(cache.length, idx.shape[1])  # None unless rope: (t, hs/2) x 2
         for i, block in enumerate(self.blocks):  # a pre-LN EncoderLayer, its self-attention cached
-            x = x + block.dropout1(cached_attention(block.self_attn, block.norm1(x), cache, i))
+            x = x + block.dropout1(cached_attention(block.self_attn, block.norm1(x), cache, i, rope=rope))
             x = x + block.dropout2(block.ff(block.norm2(x)))
         cache.advance(idx.shape[1])
         return self.head(self.ln_f(x[:, -1]))  # only the last position: (B, C) -> (B, V)
@@ -217,6 +255,9 @@ class GPT(nn.Module):
         token through the model. Position embeddings are absolute: once the context is longer
         than block_size the window slides, every kept token changes position, and the cache
         is rebuilt from the window at each step (exact, but no faster than ``use_cache=False``).
+        A rope model does the same: the window's positions restart at 0 (as in training, where
+        no window is longer than block_size), its keys are rotated again and the cache rebuilt,
+        so both settings of ``use_cache`` give the same tokens past block_size too.
         """
         check_tensor("idx", idx, ndim=2, floating=False)
         if idx.shape[1] < 1:

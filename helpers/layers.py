@@ -142,20 +142,23 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output, before the residual add
         self.dropout2 = nn.Dropout(dropout)
 
-    def _sa(self, x, mask, is_causal, return_weights):
-        out = self.self_attn(x, x, x, mask=mask, is_causal=is_causal, return_weights=return_weights)
+    def _sa(self, x, mask, is_causal, return_weights, rope):
+        out = self.self_attn(x, x, x, mask=mask, is_causal=is_causal, return_weights=return_weights, rope=rope)
         out, w = out if return_weights else (out, None)
         return self.dropout1(out), w
 
-    def forward(self, x, mask=None, is_causal: bool = False, return_weights: bool = False):
-        """x (B, T, C) -> (B, T, C); with ``return_weights`` also the attention weights (B, H, T, T)."""
+    def forward(self, x, mask=None, is_causal: bool = False, return_weights: bool = False, rope=None):
+        """x (B, T, C) -> (B, T, C); with ``return_weights`` also the attention weights (B, H, T, T).
+
+        ``rope`` (cos, sin), each (T, hs/2): rotary positions for the self-attention (`MultiHeadAttention`).
+        """
         check_input("x", x, self.norm1.weight.dtype, self.self_attn.d_model)  # pre-LN: norm1 would fail first, unnamed
         if self.norm_first:
-            a, w = self._sa(self.norm1(x), mask, is_causal, return_weights)
+            a, w = self._sa(self.norm1(x), mask, is_causal, return_weights, rope)
             x = x + a
             x = x + self.dropout2(self.ff(self.norm2(x)))
         else:
-            a, w = self._sa(x, mask, is_causal, return_weights)
+            a, w = self._sa(x, mask, is_causal, return_weights, rope)
             x = self.norm1(x + a)
             x = self.norm2(x + self.dropout2(self.ff(x)))
         return (x, w) if return_weights else x

@@ -6,6 +6,8 @@ Each block is pre-norm, as our GPT: ``x = x + attn(norm1(x)); x = x + ffn(norm2(
 - Rotary positions (`apply_rope`) instead of a learned position table: q and k of each head are
   rotated pair by pair by the angle pos·θ_i, θ_i = base^(-2i/hs) (`helpers.positional.inverse_frequencies`),
   so q·k depends on the distance between two positions only. Nothing is added to x.
+  (`rope_tables` and `apply_rope` live in `helpers.positional`, shared with `GPTConfig(positional="rope")`;
+  this module re-exports them.)
 - `SwiGLU` feed-forward instead of GELU: down(silu(gate(x)) ⊙ up(x)), three matrices.
 - Grouped-query attention (`grouped_query_attention`): H query heads share H_kv key/value heads,
   query head h reading kv head h // (H / H_kv). The KV cache stores H_kv heads, not H.
@@ -30,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from helpers.generation import KVCache, check_sampling, sample_next
-from helpers.positional import inverse_frequencies
+from helpers.positional import apply_rope, rope_tables
 from helpers.validate import Revalidated, check_int, check_positive, check_tensor
 
 
@@ -101,18 +103,6 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(F.silu(self.gate(x)) * self.up(x))  # (..., C) -> (..., F) -> (..., C)
-
-
-def rope_tables(n_positions: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of pos·θ_i, computed in float64: (n_positions, head_dim / 2) each, float32."""
-    angle = torch.arange(n_positions, dtype=torch.float64)[:, None] * inverse_frequencies(head_dim, base)  # (T, hs/2)
-    return torch.cos(angle).float(), torch.sin(angle).float()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate adjacent pairs (x[2i], x[2i+1]) of the last dimension by the angles of cos, sin (T, hs/2)."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hs) -> (..., T, hs/2) x 2
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)  # -> (..., T, hs)
 
 
 def unpermute_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:

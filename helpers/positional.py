@@ -1,4 +1,4 @@
-"""Positional encodings: the fixed sinusoidal table of the paper, and a learned table.
+"""Positional encodings: the fixed sinusoidal table of the paper, a learned table, and rotary positions.
 
     PE[pos, 2i]   = sin(pos / base**(2i / d_model))
     PE[pos, 2i+1] = cos(pos / base**(2i / d_model))
@@ -10,6 +10,12 @@ Shapes (one alphabet across helpers): B batch, T sequence length, C = d_model.
     relative_rotation(k, C)              -> (C, C)   PE[pos + k] = M_k @ PE[pos]
     SinusoidalPositionalEncoding(C)(x)   (B, T, C) -> (B, T, C)
     LearnedPositionalEmbedding(L, C)(x)  (B, T, C) -> (B, T, C)
+    rope_tables(T, hs)                   -> cos, sin (T, hs/2) each
+    apply_rope(x, cos, sin)              (..., T, hs) -> (..., T, hs)
+
+Rotary positions (RoPE) add nothing to x: they rotate each head's queries and keys, adjacent
+pairs (x[2i], x[2i+1]) by the angle pos·θ_i, θ_i = base**(-2i / hs), so a query·key product
+depends on the two positions' distance only (`helpers.llama` and `GPTConfig(positional="rope")`).
 
 Example:
     >>> sinusoidal_table(2, 4)
@@ -133,3 +139,17 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, d_model={self.d_model}"
+
+
+def rope_tables(n_positions: int, head_dim: int, base: float = 10000.0,
+                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of pos·θ_i for pos = 0 .. n_positions - 1, computed in float64: (n_positions, head_dim / 2) each."""
+    check_int("n_positions", n_positions, minimum=1)
+    angle = torch.arange(n_positions, dtype=torch.float64)[:, None] * inverse_frequencies(head_dim, base)  # (T, hs/2)
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate adjacent pairs (x[2i], x[2i+1]) of the last dimension by the angles of cos, sin (T, hs/2)."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hs) -> (..., T, hs/2) x 2
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)  # -> (..., T, hs)

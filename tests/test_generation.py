@@ -28,7 +28,7 @@ def prompt(B, T, vocab=11, seed=1):
     return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope"])
 @pytest.mark.parametrize("t0", [1, 3, BLOCK - 1, BLOCK, BLOCK + 3])
 def test_forward_cached_equals_full_pass_row_by_row(positional, t0):
     model = gpt(positional)

@@ -26,7 +26,7 @@ def small_transformer(**kw):
 
 # ---------------------------------------------------------------- GPT
 @pytest.mark.parametrize("T", [1, 5, 8])
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope"])
 def test_gpt_shapes(T, positional):
     model = small_gpt(positional=positional)
     idx = torch.randint(0, 37, (2, T))
@@ -134,7 +134,8 @@ def test_gpt_bad_inputs():
     [
         (dict(n_heads=5), ValueError),
         (dict(vocab_size=0), ValueError),
-        (dict(positional="rope"), ValueError),
+        (dict(positional="alibi"), ValueError),
+        (dict(d_model=9, n_heads=3, positional="rope"), ValueError),  # rope needs an even head size
         (dict(dropout=1.0), ValueError),
         (dict(block_size=2.0), TypeError),
         (dict(d_model=9, n_heads=3, positional="sinusoidal"), ValueError),

@@ -174,6 +174,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--positional", choices=("learned", "rope"), default="learned",
+                    help="learned absolute positions (GPT-2, the default) or rotary positions on q and k (RoPE)")
     ap.add_argument("--windows", choices=("ci", "any", "shifted"), default="ci",
                     help="char_gpt_zh: training windows start where a ci starts, anywhere, or 'shifted' (its "
                          "default): a ci start placed at a random offset in the window (see shifted_starts)")
@@ -209,7 +211,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"--lr must be a positive finite number, got {args.lr}")
     try:  # the configs' own checks (d_model divisible by heads, dropout in [0, 1), ...), before the corpus is read
         args.config = GPTConfig(vocab_size=1, block_size=args.block, d_model=args.d_model, n_heads=args.heads,
-                                n_layers=args.layers, dropout=args.dropout)
+                                n_layers=args.layers, dropout=args.dropout, positional=args.positional)
         args.train_config = train_config(args)
         check_int("--batch", args.batch, minimum=1)
     except (TypeError, ValueError) as e:

@@ -9,7 +9,9 @@ panels stack in that order: what every control changes comes first, under the co
 
 Queries, keys and weights are read from the model's own attention modules with forward
 hooks (nothing is recomputed by a second implementation), and the weights are checked
-against ``GPT.attention_weights`` in the tests.
+against ``GPT.attention_weights`` in the tests. For a rope model (``positional="rope"``) the
+queries and keys are the rotated ones the scores are made of (the rotation the model's
+blocks were given, through `helpers.positional.apply_rope`), so the terms still add up to the score.
 
 Shapes: L layers, H heads, T characters (≤ block_size), hs = head size.
     explorer.weights   (L, H, T, T)    softmax weights, causal
@@ -40,6 +42,7 @@ from matplotlib.patches import Rectangle
 
 from helpers.models import GPT
 from helpers.plots import plain_text
+from helpers.positional import apply_rope
 from helpers.tokenizers import CharTokenizer
 from helpers.widgets.base import (
     Explorer,
@@ -59,13 +62,15 @@ from helpers.widgets.throttle import Throttle
 
 @torch.no_grad()
 def queries_and_keys(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-layer, per-head queries and keys of one sequence: ids (1, T) -> q, k (L, H, T, hs)."""
+    """Per-layer, per-head queries and keys of one sequence: ids (1, T) -> q, k (L, H, T, hs).
+
+    A rope model's are rotated by their positions, as the model's attention rotates them."""
     captured = []
 
     def grab(module, args, kwargs):
         query = args[0] if args else kwargs["query"]
         key = args[1] if len(args) > 1 else kwargs.get("key", query)
-        captured.append((module, query, key))
+        captured.append((module, query, key, kwargs.get("rope")))
 
     hooks = [block.self_attn.register_forward_pre_hook(grab, with_kwargs=True) for block in model.blocks]
     try:
@@ -74,10 +79,14 @@ def queries_and_keys(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch
         for hook in hooks:
             hook.remove()
     qs, ks = [], []
-    for attn, query, key in captured:
+    for attn, query, key, rope in captured:
         B, T, C = query.shape
-        qs.append(attn.q_proj(query).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0])  # (1,T,C) -> (H,T,hs)
-        ks.append(attn.k_proj(key).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0])  # (1,T,C) -> (H,T,hs)
+        q = attn.q_proj(query).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0]  # (1,T,C) -> (H,T,hs)
+        k = attn.k_proj(key).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)[0]  # (1,T,C) -> (H,T,hs)
+        if rope is not None:  # the rotated q and k the scores are made of
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (H, T, hs) each
+        qs.append(q)
+        ks.append(k)
     return torch.stack(qs), torch.stack(ks)  # L x (H, T, hs) -> (L, H, T, hs)
 
 
