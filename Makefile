@@ -94,7 +94,7 @@ bench: install
 # Re-train the character models (CPU, 1 thread, seeded) into artifacts/pretrained/ (ignored by git):
 # the shipped, hash-pinned pretrained/*.pt are never replaced here. Each run prints how to install
 # its file (copy it over pretrained/ and record its sha256 in helpers/pretrained.py).
-# pretrain-zh re-trains only the Song ci model (20,000 steps, about an hour of CPU time).
+# pretrain-zh re-trains only the Song ci model (10,000 steps with rotary positions, about 40 minutes of CPU time).
 .PHONY: pretrain pretrain-zh
 # NPROC=2 trains on 2 processes under torchrun (DDP, gloo on a CPU): the same steps up to rounding.
 NPROC ?= 1

@@ -39,7 +39,7 @@ MAX_BYTES = 512 << 20  # a shipped model is a few MB; a larger file is refused b
 PRETRAINED = {
     "char_gpt": ("char_gpt.pt", "cef42fd36ea1c81ae54e75100c2349230df7a1f6e74b7c16c47ee6b8e7ae11b2"),
     # Song ci (notebook 08): `make pretrain-zh`; trained on load_corpus("songci") split by whole ci.
-    "char_gpt_zh": ("char_gpt_zh.pt", "7ab1e7ca616585fb8ca00d227347bf902b51ce2e00025f91b913106ece61ca1a"),
+    "char_gpt_zh": ("char_gpt_zh.pt", "54453e864048d2348840dcf2126204de01a80c55a7732926b24686e1a50489d4"),
 }
 
 

@@ -160,6 +160,21 @@ def test_the_song_ci_model_is_shipped_small_and_loads_with_the_corpus_tokenizer(
     assert meta["split"] == {"val_fraction": 0.1, "by": "document"}
     assert meta["train_cpu_seconds"] < 2 * 3600  # the budget: at most two hours of one CPU thread
     assert meta["windows"] == "a ci start at a random offset (shifted_starts)"
+    assert model.config.positional == "rope" and model.pos_emb is None  # rotary positions, no position table
+
+
+def test_make_pretrain_zh_defaults_are_the_shipped_recipe():
+    """`make pretrain-zh` (tools/pretrain.py --model char_gpt_zh) trains what is shipped."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import pretrain
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    args = pretrain.parse_args(["--model", "char_gpt_zh"])
+    model, _, meta = load_pretrained("char_gpt_zh", with_meta=True)
+    c = model.config
+    assert (args.positional, args.windows, args.steps, args.batch) == ("rope", "shifted", meta["steps"], meta["batch_size"])
+    assert (args.block, args.d_model, args.layers, args.heads) == (c.block_size, c.d_model, c.n_layers, c.n_heads)
 
 
 def test_the_song_ci_model_beats_the_bigram_on_held_out_ci():
@@ -181,23 +196,25 @@ def test_the_song_ci_model_beats_the_bigram_on_held_out_ci():
     assert loss < bigram.nll(val[: int(starts[-1]) + T + 1]) - 0.3
 
 
-def test_the_song_ci_model_writes_the_form_of_the_most_regular_tunes_wherever_the_prompt_sits():
-    """Notebook 08's form test, on fewer samples: prompted with a tune name, with the blank line of a
-    ci start in front or without it, the model writes the tune's line lengths in a large share of
-    samples (a bigram: none; the model trained on windows from ci starts only: 0 % without the
-    blank line). The margin holds for any seed: over 100 samples per placement the shipped model
-    scored 46-48 % (浣溪沙) and 65-70 % (菩萨蛮), and 40 draws at 46 % fall below 8 (0.2) with a
-    probability of about 1 in 1,000."""
+def test_the_song_ci_model_writes_the_form_wherever_the_prompt_sits():
+    """Notebook 08's form test, on fewer samples: prompted with a tune name after the blank line of a
+    ci start, without it, or after an earlier ci, the model writes the tune's line lengths in at
+    least half of its samples (a bigram: none; the model trained on windows from ci starts only:
+    0-0.3 % away from the blank line). The margin holds for any seed: over 300 samples per tune and
+    placement the shipped model scored RANGE_XS (浣溪沙) and RANGE_PS (菩萨蛮), and 40 draws at
+    LOW_PCT % fall below 20 (0.5) with a probability under 1 in a million."""
     from helpers.ci_form import placed_form_share, tune_patterns
     from helpers.data import DOCUMENT_SEPARATOR, split_documents
 
     torch.set_num_threads(1)
     model, tok = load_pretrained("char_gpt_zh")
-    patterns = tune_patterns(split_documents(load_corpus("songci"), 0.1)[0], ["浣溪沙", "菩萨蛮"])
+    train_text, val_text = split_documents(load_corpus("songci"), 0.1)
+    patterns = tune_patterns(train_text, ["浣溪沙", "菩萨蛮"])
+    earlier = next(d for d in val_text.split(DOCUMENT_SEPARATOR) if 20 <= len(d) <= 44)   # a short ci
     for tune, p in patterns.items():
-        for prefix in (DOCUMENT_SEPARATOR, ""):
+        for prefix in (DOCUMENT_SEPARATOR, "", DOCUMENT_SEPARATOR + earlier + DOCUMENT_SEPARATOR):
             share = placed_form_share(model, tok, tune, p.pattern, [prefix], n_each=40)
-            assert share >= 0.2, f"{tune} after {prefix!r}: {share:.0%} of 40 samples follow {p.pattern}"
+            assert share >= 0.5, f"{tune} after {prefix!r}: {share:.0%} of 40 samples follow {p.pattern}"
 
 
 def test_pretrain_script_smoke_run_song_ci(tmp_path):

@@ -324,14 +324,15 @@ def test_save_and_read_pretrained_round_trip(tmp_path):
     assert torch.equal(g, loaded.generate(x[:, :2], 10, top_k=1, use_cache=False))
 
 
-def test_pretrain_flag_parses_and_defaults_to_learned():
+def test_pretrain_flag_parses_with_its_defaults():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import pretrain
     finally:
         sys.path.remove(str(ROOT / "tools"))
     assert pretrain.parse_args([]).config.positional == "learned"
-    assert pretrain.parse_args(["--model", "char_gpt_zh"]).config.positional == "learned"
+    assert pretrain.parse_args(["--model", "char_gpt_zh"]).config.positional == "rope"  # the Song ci model: rotary
+    assert pretrain.parse_args(["--model", "char_gpt_zh", "--positional", "learned"]).config.positional == "learned"
     assert pretrain.parse_args(["--positional", "rope"]).config.positional == "rope"
     with pytest.raises(SystemExit):  # head size 128 / 128 = 1: refused before any work
         pretrain.parse_args(["--positional", "rope", "--heads", "128"])
