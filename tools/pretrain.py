@@ -48,9 +48,9 @@ best val at step 9,500, restored: 3.929 nats/char on 50 fixed batches of windows
 8.716; 2,351 s of CPU time on one thread (2,409 s wall); 3.25 MB; sha256 54453e86...50489d4.
 Form at 300 samples per tune and placement (seeds 100-103, 75 each, temperature 0.8, the same
 prompts as notebook 08's ``placed_form_share``), 浣溪沙 / 菩萨蛮 / 鹧鸪天 / 西江月: blank line
-BLANK %, tune name at position 0 without the blank line NOBLANK %, after an earlier
-ci AFTER %: every tune at every placement, in two thirds of the samples or more, in
-half the steps of the learned-position run. Its 20-sample form check reached half for 浣溪沙 at
+88 / 90 / 84 / 78 %, tune name at position 0 without the blank line 87 / 85 / 82 / 67 %, after
+an earlier ci 89 / 91 / 71 / 68 %: every tune at every placement, in two thirds of the samples
+or more, in half the steps of the learned-position run. Its 20-sample form check reached half for 浣溪沙 at
 step 2,000 (the learned run: at step 14,000). (The same command on the same machine gave the
 same losses and form shares the day before, sha256 8cb978f9...9300ac: the file's meta holds the
 CPU seconds, so the hash differs.) An earlier rotary model built outside this tool (a learned
