@@ -56,8 +56,8 @@ def copy_ours_into_nanogpt(ours: GPT, theirs) -> None:
     t.wpe.weight.copy_(ours.pos_emb.embedding.weight)
     for mine, block in zip(t.h, ours.blocks, strict=True):
         a = block.self_attn
-        mine.attn.c_attn.weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))  # (3C, C)
-        mine.attn.c_attn.bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))  # (3C,)
+        mine.attn.c_attn.weight.copy_(a.qkv_proj.weight)  # (3C, C)
+        mine.attn.c_attn.bias.copy_(a.qkv_proj.bias)  # (3C,)
         for dst, src in ((mine.attn.c_proj, a.out_proj), (mine.mlp.c_fc, block.ff.linear1),
                          (mine.mlp.c_proj, block.ff.linear2), (mine.ln_1, block.norm1), (mine.ln_2, block.norm2)):
             dst.weight.copy_(src.weight)

@@ -70,8 +70,8 @@ class RefGPT(nn.Module):
         self.wpe.weight.copy_(ours.pos_emb.embedding.weight)
         for mine, theirs in zip(self.h, ours.blocks, strict=True):
             a = theirs.self_attn
-            mine.attn.c_attn.weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-            mine.attn.c_attn.bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
+            mine.attn.c_attn.weight.copy_(a.qkv_proj.weight)
+            mine.attn.c_attn.bias.copy_(a.qkv_proj.bias)
             for dst, src in ((mine.attn.c_proj, a.out_proj), (mine.c_fc, theirs.ff.linear1),
                              (mine.c_proj, theirs.ff.linear2), (mine.ln_1, theirs.norm1), (mine.ln_2, theirs.norm2)):
                 dst.weight.copy_(src.weight)

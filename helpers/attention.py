@@ -149,14 +149,21 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout = check_probability("dropout", dropout)
         check_bool("bias", bias)
+        self._make_in_projections(d_model, bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _make_in_projections(self, d_model: int, bias: bool) -> None:
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, hs)
+
+    def project(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
+        """The heads' queries, keys and values: (B, T_q, C), (B, T_k, C) x 2 -> (B, H, T_q, hs), (B, H, T_k, hs) x 2."""
+        return self._split(self.q_proj(query)), self._split(self.k_proj(key)), self._split(self.v_proj(value))
 
     def forward(self, query, key, value, mask=None, return_weights: bool = False, is_causal: bool = False,
                 rope: tuple[torch.Tensor, torch.Tensor] | None = None):
@@ -177,7 +184,7 @@ class MultiHeadAttention(nn.Module):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model or t.shape[1] < 1:
                 raise ValueError(f"{name} must have shape (B, T>=1, d_model={self.d_model}), got {tuple(t.shape)}")
-        dtypes = {query.dtype, key.dtype, value.dtype, self.q_proj.weight.dtype}
+        dtypes = {query.dtype, key.dtype, value.dtype, self.out_proj.weight.dtype}
         if len(dtypes) > 1:
             raise TypeError(f"query, key, value and the weights must share one dtype, got {sorted(map(str, dtypes))}")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
@@ -200,9 +207,7 @@ class MultiHeadAttention(nn.Module):
             causal = causal_mask(T_q, device=query.device)
             mask = causal if mask is None else mask & causal
             is_causal = False  # now inside the mask
-        q = self._split(self.q_proj(query))  # (B, T_q, C) -> (B, H, T_q, hs)
-        k = self._split(self.k_proj(key))  # (B, T_k, C) -> (B, H, T_k, hs)
-        v = self._split(self.v_proj(value))  # (B, T_k, C) -> (B, H, T_k, hs)
+        q, k, v = self.project(query, key, value)  # (B, T, C) -> (B, H, T, hs) each
         if rope is not None:  # rotary positions: q·k then depends on the distance of the two positions only
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B, H, T, hs) each
         p = self.dropout if self.training else 0.0

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from helpers.fileio import atomic_write, check_path
+from helpers.fused_attention import fuse_legacy_qkv
 from helpers.untrusted import open_regular, torch_load
 
 FORMAT = "helpers-checkpoint/1"
@@ -184,6 +185,8 @@ def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     if optimizer is not None and saved_type is not None and saved_type != type(optimizer).__name__:
         raise ValueError(f"{path} holds the state of an optimizer of class {saved_type}, but the optimizer "
                          f"passed is {type(optimizer).__name__}")
+    # a file saved before GPT stored q, k, v as one matrix: stacked, so it still loads
+    payload["model"] = fuse_legacy_qkv(payload["model"], model.state_dict().keys())
     _check_state(payload["model"], model, path)
     if optimizer is not None and payload["optimizer"] is None:
         raise ValueError(f"{path} holds no optimizer state, but an optimizer was passed")

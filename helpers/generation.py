@@ -121,12 +121,11 @@ def cached_attention(attn: MultiHeadAttention, x: torch.Tensor, cache: KVCache, 
     queries and keys are rotated, and the keys stored rotated (a cached key keeps its position).
     """
     B, t, C = x.shape
-    q = split_heads(attn.q_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
-    k = split_heads(attn.k_proj(x), attn.n_heads)  # (B, t, C) -> (B, H, t, hs)
+    q, k, v = attn.project(x, x, x)  # (B, t, C) -> (B, H, t, hs) x 3 (one multiply if attn is fused)
     if rope is not None:
         check_rope(rope, t, attn.head_dim, x.dtype)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B, H, t, hs) each
-    k, v = cache.append(layer, k, split_heads(attn.v_proj(x), attn.n_heads))  # (B, H, P + t, hs) x 2
+    k, v = cache.append(layer, k, v)  # (B, H, P + t, hs) x 2
     P = k.shape[2] - t  # positions cached before this call
     if key_mask is not None and (not isinstance(key_mask, torch.Tensor) or key_mask.dtype != torch.bool
                                  or tuple(key_mask.shape) != (B, P + t)):

@@ -3,7 +3,9 @@
 Token embedding (+ position embedding) -> L pre-LN blocks (causal self-attention, GELU
 feed-forward) -> final LayerNorm -> linear head to V logits. A GPT block is exactly an
 `EncoderLayer(norm_first=True)` run with ``is_causal=True``, so the fused attention
-kernel is used unless weights are asked for.
+kernel is used unless weights are asked for. Its W_q, W_k, W_v are stored as one (3C, C)
+matrix, ``self_attn.qkv_proj`` (``fused_qkv=True``, `helpers.fused_attention`), as GPT-2 stores
+``c_attn``: one multiply instead of three. Files saved before that (three matrices) still load.
 
 Positions: ``positional="learned"`` (GPT-2, the default) adds a trained vector per position,
 ``"sinusoidal"`` the paper's fixed table. ``"rope"`` adds nothing and has no position table:
@@ -109,7 +111,8 @@ class GPT(nn.Module):
         self._rope = {}  # (device, dtype) -> (cos, sin), each (block_size, hs/2); not state: recomputed
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation, bias=c.bias)
+            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation, bias=c.bias,
+                         fused_qkv=True)  # q, k, v in one (3C, C) matrix, as GPT-2
             for _ in range(c.n_layers)
         )
         self.ln_f = nn.LayerNorm(c.d_model)  # pre-LN blocks leave the residual stream un-normalised
@@ -175,13 +178,13 @@ class GPT(nn.Module):
             if targets.shape != idx.shape:
                 raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
             check_ids_dtype("targets", targets)
-            ignored = targets == IGNORE_INDEX
-            if bool(ignored.all()):  # the mean over no targets is 0/0 = NaN
-                raise ValueError(f"targets must hold at least one token that is not {IGNORE_INDEX} (ignored)")
-            # ignored entries read as 0, so one aminmax checks the rest without a boolean index
-            lo, hi = (int(v) for v in torch.aminmax(targets.masked_fill(ignored, 0)))
+            # one pass; ignored entries (-100) are below 0; an empty batch goes to the error below
+            lo, hi = (int(v) for v in torch.aminmax(targets)) if targets.numel() else (-1, -1)
             if lo < 0 or hi >= self.config.vocab_size:
-                check_token_ids(targets[~ignored], self.config.vocab_size, name="targets")  # names the bad id
+                ignored = targets == IGNORE_INDEX
+                if bool(ignored.all()):  # the mean over no targets is 0/0 = NaN
+                    raise ValueError(f"targets must hold at least one token that is not {IGNORE_INDEX} (ignored)")
+                check_token_ids(targets[~ignored], self.config.vocab_size, name="targets")  # names a bad id
             targets = targets.long()  # F.cross_entropy needs int64 targets
         x, _ = self._trunk(idx, return_weights=False)
         logits = self.head(x)  # (B, T, C) -> (B, T, V)

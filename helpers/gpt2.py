@@ -1,19 +1,20 @@
 """Load OpenAI's GPT-2 weights, in Hugging Face's layout, into our own `GPT`.
 
 Our `GPT` is GPT-2's architecture: learned positions, pre-LN blocks, LayerNorm eps 1e-5,
-a final LayerNorm, a head tied to the token embedding. Two things differ in how GPT-2
-*stores* it, and one in what it computes:
+a final LayerNorm, a head tied to the token embedding, q, k and v stored as one matrix. One
+thing differs in how GPT-2 *stores* it, and one in what it computes:
 
 - GPT-2's projections are ``Conv1D`` modules: ``y = x @ W + b`` with W of shape (in, out),
   the transpose of `nn.Linear`'s (out, in). Every matrix is transposed on the way in.
-- q, k and v are one fused projection ``c_attn`` of width 3C: split it in three.
+- q, k and v are one fused projection ``c_attn`` of width 3C; ours is fused the same way
+  (``self_attn.qkv_proj``, `helpers.fused_attention`), so it maps over whole, transposed.
 - GPT-2's GELU is the tanh approximation: `GPTConfig(activation="gelu_tanh")`.
 
 The map, per block i (C = d_model, F = d_ff)::
 
     h.i.ln_1.{weight,bias}       (C,)              -> blocks.i.norm1
-    h.i.attn.c_attn.weight       (C, 3C)  split, T -> blocks.i.self_attn.{q,k,v}_proj.weight (C, C)
-    h.i.attn.c_attn.bias         (3C,)    split    -> blocks.i.self_attn.{q,k,v}_proj.bias
+    h.i.attn.c_attn.weight       (C, 3C)  T        -> blocks.i.self_attn.qkv_proj.weight (3C, C)
+    h.i.attn.c_attn.bias         (3C,)             -> blocks.i.self_attn.qkv_proj.bias
     h.i.attn.c_proj.weight       (C, C)   T        -> blocks.i.self_attn.out_proj.weight
     h.i.ln_2.{weight,bias}       (C,)              -> blocks.i.norm2
     h.i.mlp.c_fc.weight          (C, F)   T        -> blocks.i.ff.linear1.weight (F, C)
@@ -172,16 +173,13 @@ def convert_gpt2_state_dict(sd: Mapping, config: GPTConfig, source: str = "state
     if config.tie_weights and "lm_head.weight" in sd and not sd["wte.weight"].is_meta:
         if not torch.equal(sd["lm_head.weight"], sd["wte.weight"]):
             raise ValueError(f"{source}: 'lm_head.weight' differs from 'wte.weight' but the config ties them")
-    C = config.d_model
     out = {"tok_emb.weight": sd["wte.weight"], "pos_emb.embedding.weight": sd["wpe.weight"],
            "ln_f.weight": sd["ln_f.weight"], "ln_f.bias": sd["ln_f.bias"],
            "head.weight": sd["wte.weight"] if config.tie_weights else sd["lm_head.weight"]}
     for i in range(config.n_layers):
         h, b = f"h.{i}.", f"blocks.{i}."
-        w_qkv, b_qkv = sd[h + "attn.c_attn.weight"], sd[h + "attn.c_attn.bias"]
-        for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
-            out[b + f"self_attn.{name}.weight"] = w_qkv[:, j * C : (j + 1) * C].t()  # (C, 3C) -> (C, C), Conv1D -> Linear
-            out[b + f"self_attn.{name}.bias"] = b_qkv[j * C : (j + 1) * C]  # (3C,) -> (C,)
+        out[b + "self_attn.qkv_proj.weight"] = sd[h + "attn.c_attn.weight"].t()  # (C, 3C) -> (3C, C), Conv1D -> Linear
+        out[b + "self_attn.qkv_proj.bias"] = sd[h + "attn.c_attn.bias"]  # (3C,): q, k, v in the same order
         out[b + "self_attn.out_proj.weight"] = sd[h + "attn.c_proj.weight"].t()
         out[b + "self_attn.out_proj.bias"] = sd[h + "attn.c_proj.bias"]
         out[b + "ff.linear1.weight"] = sd[h + "mlp.c_fc.weight"].t()  # (C, F) -> (F, C)
@@ -326,8 +324,8 @@ def parameter_map(n_layers_shown: int = 1, config: GPTConfig | None = None) -> l
     for i in range(min(n_layers_shown, config.n_layers)):
         h, b = f"h.{i}.", f"blocks.{i}."
         rows += [(h + "ln_1.*", b + "norm1.*", "as is"),
-                 (h + "attn.c_attn.weight", b + "self_attn.{q,k,v}_proj.weight", "split in 3 along dim 1, transpose"),
-                 (h + "attn.c_attn.bias", b + "self_attn.{q,k,v}_proj.bias", "split in 3"),
+                 (h + "attn.c_attn.weight", b + "self_attn.qkv_proj.weight", "transpose (q, k, v stay fused)"),
+                 (h + "attn.c_attn.bias", b + "self_attn.qkv_proj.bias", "as is"),
                  (h + "attn.c_proj.weight", b + "self_attn.out_proj.weight", "transpose"),
                  (h + "ln_2.*", b + "norm2.*", "as is"),
                  (h + "mlp.c_fc.weight", b + "ff.linear1.weight", "transpose"),

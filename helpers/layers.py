@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import MultiHeadAttention, check_mask
+from helpers.fused_attention import FusedMultiHeadAttention
 from helpers.validate import check_bool, check_int, check_positive, check_probability, check_tensor
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
@@ -118,7 +119,11 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each with a residual connection and a LayerNorm."""
+    """Self-attention then feed-forward, each with a residual connection and a LayerNorm.
+
+    ``fused_qkv=True`` stores the attention's W_q, W_k, W_v as one (3C, C) matrix
+    (`FusedMultiHeadAttention`, what GPT uses); the function computed is the same.
+    """
 
     def __init__(
         self,
@@ -130,12 +135,16 @@ class EncoderLayer(nn.Module):
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
         bias: bool = True,
+        fused_qkv: bool = False,
     ):
         super().__init__()
         check_probability("dropout", dropout)
         _check_layer_args(norm_first, layer_norm_eps, bias)
+        check_bool("fused_qkv", fused_qkv)
         self.norm_first = bool(norm_first)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        # fused_qkv: W_q, W_k, W_v stored as one (3C, C) matrix, as GPT-2 does (`helpers.fused_attention`)
+        attention = FusedMultiHeadAttention if fused_qkv else MultiHeadAttention
+        self.self_attn = attention(d_model, n_heads, dropout=dropout, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)

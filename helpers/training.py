@@ -199,15 +199,16 @@ def train_step(model, batch, optimizer, loss_fn: Callable = default_loss_fn,
     if grad_clip is not None:
         _positive("grad_clip", grad_clip, integer=False)
     loss = loss_fn(model, batch)
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"the loss is {loss.item()}: lower lr or check the data")
+    value = loss.item()  # read once: the check and the return value
+    if not math.isfinite(value):
+        raise FloatingPointError(f"the loss is {value}: lower lr or check the data")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     # clip_grad_norm_ returns the norm before clipping; with max_norm=inf it only measures it.
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
     optimizer.step()
-    return loss.item(), norm.item()
+    return value, norm.item()
 
 
 def _checked_rate(lr, step: int) -> float:

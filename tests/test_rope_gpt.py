@@ -20,6 +20,7 @@ from torch import nn
 import helpers.llama as llama
 import helpers.positional as positional
 from helpers.attention import MultiHeadAttention
+from helpers.fused_attention import fuse_legacy_qkv
 from helpers.generation import cached_attention
 from helpers.gpt import ROPE_BASE
 from helpers.gpt2 import convert_gpt2_state_dict, parameter_map
@@ -108,7 +109,8 @@ def reference_logits(model: GPT, idx: torch.Tensor) -> tuple[torch.Tensor, torch
     for i in range(c.n_layers):
         b = f"blocks.{i}."
         h = norm(x, b + "norm1")
-        q, k, v = (heads(linear(h, b + f"self_attn.{p}_proj")) for p in "qkv")
+        qkv = h @ sd[b + "self_attn.qkv_proj.weight"].T + sd[b + "self_attn.qkv_proj.bias"]  # (B, T, 3C): W_q; W_k; W_v
+        q, k, v = (heads(part) for part in qkv.split(c.d_model, dim=-1))
         scores = rotate(q) @ rotate(k).transpose(-2, -1) / math.sqrt(hs)  # (B, H, T, T)
         w = scores.masked_fill(future, -math.inf).softmax(-1)
         all_weights.append(w)
@@ -421,6 +423,7 @@ def test_the_learned_default_is_built_bit_for_bit_as_before(tie):
     model = GPT(cfg)
     assert torch.equal(torch.get_rng_state(), rng_after_main)  # the same draws, no more
     got = model.state_dict()
-    assert list(got) == list(want)
+    want = fuse_legacy_qkv(want, got)  # the same numbers; q, k, v now stored as one (3C, C) matrix
+    assert sorted(got) == sorted(want) and "blocks.0.self_attn.qkv_proj.weight" in got
     assert all(torch.equal(got[k], want[k]) for k in want)
     assert model._rope_at(0, 4) is None and not list(model.buffers())
