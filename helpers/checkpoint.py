@@ -186,7 +186,7 @@ def load_checkpoint(path, model: nn.Module, optimizer: torch.optim.Optimizer | N
         raise ValueError(f"{path} holds the state of an optimizer of class {saved_type}, but the optimizer "
                          f"passed is {type(optimizer).__name__}")
     # a file saved before GPT stored q, k, v as one matrix: stacked, so it still loads
-    payload["model"] = fuse_legacy_qkv(payload["model"], model.state_dict().keys())
+    payload["model"] = fuse_legacy_qkv(payload["model"], model.state_dict())
     _check_state(payload["model"], model, path)
     if optimizer is not None and payload["optimizer"] is None:
         raise ValueError(f"{path} holds no optimizer state, but an optimizer was passed")

@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -59,7 +61,7 @@ class RowBlock:
 
     @property
     def out_features(self) -> int:
-        return self._proj.in_features
+        return self._proj.in_features  # a block of C rows: (C, C), square
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)  # (..., C) -> (..., C)
@@ -91,27 +93,30 @@ class FusedMultiHeadAttention(MultiHeadAttention):
         return self._split(q), self._split(k), self._split(v)  # 3 x (B, H, T, hs)
 
 
-def fuse_legacy_qkv(state: dict, expected) -> dict:
+def fuse_legacy_qkv(state: dict, expected: Mapping[str, torch.Tensor]) -> dict:
     """``state`` with each ``….q_proj/k_proj/v_proj.{weight,bias}`` triple stacked into ``….qkv_proj.…``.
 
-    Only where ``expected`` (the keys of the model it is for) asks for a ``qkv_proj`` key that
-    ``state`` lacks and all three parts are there; anything else is left as it is, so a file that
-    does not fit is still named by the loader's own key check. Returns a new dict.
+    ``expected`` is the state dict (or the named parameters) of the model it is for. A triple is
+    stacked only where ``expected`` asks for a ``qkv_proj`` key that ``state`` lacks and all three
+    parts are tensors of a third of its shape; anything else is left as it is, so a file that does
+    not fit is still named by the loader's own key check, and nothing larger than the model's own
+    matrix is ever built from a file. Returns a new dict; ``state`` is not changed.
     """
     state = dict(state)
-    for key in expected:
+    for key, want in expected.items():
         head, found, tail = key.rpartition("qkv_proj.")
         if not found or tail not in ("weight", "bias") or key in state:
             continue
         parts = [f"{head}{p}.{tail}" for p in PARTS]
-        if all(isinstance(state.get(p), torch.Tensor) for p in parts):
+        third = (want.shape[0] // 3, *want.shape[1:])  # (3C, C) -> (C, C); (3C,) -> (C,)
+        if all(isinstance(state.get(p), torch.Tensor) and tuple(state[p].shape) == third for p in parts):
             state[key] = torch.cat([state.pop(p) for p in parts])  # 3 x (C, C) -> (3C, C); 3 x (C,) -> (3C,)
     return state
 
 
 def _fuse_on_load(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
     """load_state_dict's pre-hook: stack an older file's three matrices into qkv_proj, in place."""
-    expected = [f"{prefix}qkv_proj.{n}" for n, p in module.qkv_proj.named_parameters()]
+    expected = {f"{prefix}qkv_proj.{n}": p for n, p in module.qkv_proj.named_parameters()}
     fused = fuse_legacy_qkv({k: state_dict[k] for k in state_dict if k.startswith(prefix)}, expected)
     for k in [k for k in state_dict if k.startswith(prefix) and k not in fused]:
         del state_dict[k]

@@ -180,3 +180,16 @@ def test_the_fused_split_gives_each_head_its_own_columns():
     want_k = F.linear(x, fused.qkv_proj.weight[C : 2 * C], fused.qkv_proj.bias[C : 2 * C])  # (1, 4, C)
     torch.testing.assert_close(k, want_k.view(1, 4, H, hs).transpose(1, 2), rtol=0, atol=0)
     assert q.shape == k.shape == v.shape == (1, H, 4, hs)
+
+
+def test_a_damaged_old_file_is_named_not_stacked(tmp_path):
+    """Parts of the wrong shape (or a shape bomb: a stride-0 view claiming a huge matrix) are left alone."""
+    src, dst = make_gpt(0), make_gpt(1)
+    for bad in (torch.zeros(C, C + 1), torch.zeros(1).expand(10**9, C)):
+        old = unfused_state(src.state_dict())
+        old["blocks.0.self_attn.k_proj.weight"] = bad
+        kept = fuse_legacy_qkv(old, dst.state_dict())
+        assert "blocks.0.self_attn.qkv_proj.weight" not in kept and kept["blocks.0.self_attn.k_proj.weight"] is bad
+        with pytest.raises(RuntimeError, match="qkv_proj.weight"):  # torch's own message names the missing key
+            dst.load_state_dict(old)
+    assert "blocks.0.self_attn.qkv_proj.bias" in kept  # the biases, whole, are still stacked
